@@ -1,0 +1,45 @@
+"""Errors a user can cause, and the exit codes they end with.
+
+Every failure that is not a bug in gpuprov is raised as a GpuprovError; the CLI prints its message as one
+line and exits with its code. The codes are documented in the README.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    FAILURE = 1  # the operation ran and failed (e.g. a container did not come up)
+    BAD_INPUT = 2  # an option, argument or file the user gave is wrong
+    ENVIRONMENT = 3  # this machine lacks something: Docker engine, a host tool, permissions
+    CONFLICT = 4  # something that gpuprov did not make is in the way (a container or network name)
+    INTERRUPTED = 130  # Ctrl-C
+
+
+class GpuprovError(Exception):
+    """A failure with a message fit for one line of output and a documented exit code."""
+
+    exit_code: ExitCode = ExitCode.FAILURE
+
+    def __init__(self, message: str, exit_code: ExitCode | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class BadInput(GpuprovError):
+    exit_code = ExitCode.BAD_INPUT
+
+
+class EnvironmentProblem(GpuprovError):
+    exit_code = ExitCode.ENVIRONMENT
+
+
+class Conflict(GpuprovError):
+    exit_code = ExitCode.CONFLICT
