@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
-from gpuprov import console, hosttools, paths
+from gpuprov import console, hosttools, interrupts, paths
 from gpuprov.errors import EnvironmentProblem, GpuprovError
 
 ENGINE_START_TIMEOUT_S = 60
@@ -21,16 +21,21 @@ class DockerError(GpuprovError):
 def run(
     *args: str, check: bool = True, input: bytes | None = None, timeout: float | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run `docker ARGS...` and return its output; raise DockerError with docker's message on failure."""
+    """Run `docker ARGS...` and return its output; raise DockerError with docker's message on failure.
+
+    input is passed as bytes (a tar stream for `docker cp -`); output comes back as text.
+    """
     cmd = ["docker", *args]
     console.detail("$ " + " ".join(cmd))
-    proc = subprocess.run(
-        cmd,
-        input=input.decode() if input is not None else None,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=timeout,
+    interrupts.check()
+    # A session of its own: a Ctrl-C at the terminal must not cut a docker command off half-way;
+    # gpuprov acts on the interrupt between commands (gpuprov.interrupts).
+    raw = subprocess.run(
+        cmd, input=input, capture_output=True, check=False, timeout=timeout, start_new_session=True
+    )
+    interrupts.check()
+    proc = subprocess.CompletedProcess(
+        cmd, raw.returncode, raw.stdout.decode(errors="replace"), raw.stderr.decode(errors="replace")
     )
     if check and proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -69,16 +74,25 @@ def ensure_engine() -> None:
     console.step(f"Docker engine is not running; starting dockerd (log: {log})")
     with open(log, "ab") as out:
         # A session of its own so the engine outlives this command and is not hit by its Ctrl-C.
-        subprocess.Popen(
-            ["dockerd"], stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True,
-            env={**os.environ},
+        daemon = subprocess.Popen(
+            ["dockerd"], stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True
         )
     deadline = time.monotonic() + ENGINE_START_TIMEOUT_S
     while time.monotonic() < deadline:
         if engine_running():
             console.success("Docker engine started")
             return
+        if daemon.poll() is not None:
+            raise EnvironmentProblem(
+                f"the Docker engine (dockerd) exited with status {daemon.returncode} while starting: "
+                f"{_last_line(log)}; see {log}"
+            )
         time.sleep(0.5)
     raise EnvironmentProblem(
         f"the Docker engine did not start within {ENGINE_START_TIMEOUT_S} s; see {log} for why"
     )
+
+
+def _last_line(path: Path) -> str:
+    lines = path.read_text(errors="replace").strip().splitlines()
+    return lines[-1] if lines else "no output"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Set up this machine for the demo and the tests: host packages, the Docker engine, a virtualenv with
+# gpuprov and its test tools. Safe to run again; it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HOST_PACKAGES=(docker.io debootstrap createrepo-c rpm apt-utils gnupg openssh-client ca-certificates dnf python3-dnf)
+
+missing_packages() {
+  local pkg
+  for pkg in "${HOST_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || echo "$pkg"
+  done
+}
+
+if [ -n "$(missing_packages)" ]; then
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+    echo "setup: needs root on Debian/Ubuntu to install: $(missing_packages | xargs)" >&2
+    exit 3
+  fi
+  echo "setup: installing host packages: $(missing_packages | xargs)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2046
+  apt-get install -y -qq --no-install-recommends $(missing_packages) >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  # No systemd on the build machine: start the engine directly, in its own session.
+  echo "setup: starting the Docker engine (log: /var/log/dockerd.log)"
+  setsid dockerd >/var/log/dockerd.log 2>&1 < /dev/null &
+  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || { echo "setup: the Docker engine did not start; see /var/log/dockerd.log" >&2; exit 3; }
+fi
+
+if [ ! -x .venv/bin/gpuprov ] || [ pyproject.toml -nt .venv/.installed ]; then
+  echo "setup: installing gpuprov and its test tools into .venv"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v "is ignored" || true
+  .venv/bin/gpuprov --version >/dev/null
+  touch .venv/.installed
+fi

@@ -1,0 +1,94 @@
+"""The `gpuprov` command line: parses and validates input, then calls the core modules.
+
+Errors a user can cause end as one line on stderr and a documented exit code (gpuprov.errors.ExitCode).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gpuprov import __version__, console
+from gpuprov.errors import ExitCode, GpuprovError
+from gpuprov.sandbox import cluster
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="gpuprov")
+@click.option("-v", "--verbose", is_flag=True, help="Show the commands gpuprov runs and their output.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only results and errors.")
+def cli(verbose: bool, quiet: bool) -> None:
+    """Provision GPU servers for distributed PyTorch training, then launch jobs on them."""
+    if verbose and quiet:
+        raise click.UsageError("--verbose and --quiet exclude each other")
+    if verbose:
+        console.set_verbosity(console.Verbosity.VERBOSE)
+    elif quiet:
+        console.set_verbosity(console.Verbosity.QUIET)
+
+
+@cli.group()
+def sandbox() -> None:
+    """A local cluster of containers that stand in for GPU servers (for trying gpuprov and its tests)."""
+
+
+_name_option = click.option(
+    "--name", default="default", show_default=True, help="Sandbox name; several can run side by side."
+)
+
+
+@sandbox.command("up")
+@click.option("--nodes", type=int, default=None, help=f"Number of nodes, 1-{cluster.MAX_NODES} [default: 2].")
+@click.option(
+    "--os",
+    "os_list",
+    default=None,
+    help="Node OS: debian12, ubuntu22.04 or rocky9; a comma list assigns them to nodes in turn "
+    "[default: debian12].",
+)
+@_name_option
+def sandbox_up(nodes: int | None, os_list: str | None, name: str) -> None:
+    """Start a sandbox (or add nodes to it) and write its inventory."""
+    parsed_os = cluster.parse_os_list(os_list) if os_list is not None else None
+    cluster.up(name, nodes, parsed_os)
+
+
+@sandbox.command("down")
+@_name_option
+def sandbox_down(name: str) -> None:
+    """Remove every container, network and file the sandbox made."""
+    if cluster.down(name):
+        console.success(f"Sandbox {name!r} removed")
+    else:
+        console.info(f"No sandbox named {name!r}; nothing to remove.")
+
+
+@sandbox.command("inventory")
+@_name_option
+def sandbox_inventory(name: str) -> None:
+    """Print the path of the sandbox's inventory."""
+    console.result(str(cluster.inventory_path(name)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: turn every expected failure into one line and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="gpuprov", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        console.error("interrupted")
+        sys.exit(ExitCode.INTERRUPTED)
+    except click.ClickException as exc:
+        # Usage mistakes: one line that says what is wrong and where to read more.
+        command = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else "gpuprov"
+        console.error(f"{exc.format_message()} (see '{command} --help')")
+        sys.exit(ExitCode.BAD_INPUT)
+    except GpuprovError as exc:
+        console.error(exc.message)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        console.error("interrupted; anything this command was creating has been removed")
+        sys.exit(ExitCode.INTERRUPTED)
+    sys.exit(ExitCode.OK)

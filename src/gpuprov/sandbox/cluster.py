@@ -1,0 +1,520 @@
+"""`gpuprov sandbox up / down / inventory`: a local cluster of containers standing in for GPU servers.
+
+Docker labels are the source of truth for what a sandbox owns: every container and network it makes
+carries `gpuprov.sandbox=NAME`, so `down` removes exactly those, and anything with the same name but
+without the label is someone else's and is never touched.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import re
+import shutil
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+
+from gpuprov import console, interrupts, paths
+from gpuprov.errors import BadInput, Conflict, GpuprovError
+from gpuprov.sandbox import docker, images, inventory, keys, mirror
+
+LABEL = "gpuprov.sandbox"
+ROLE_LABEL = "gpuprov.role"
+OS_LABEL = "gpuprov.os"
+MIRROR_HASH_LABEL = "gpuprov.mirror.root"
+MAX_NODES = 16
+DEFAULT_NODES = 2
+DEFAULT_OS = "debian12"
+USER = "gpuprov"
+USER_UID = 1000
+SSH_READY_TIMEOUT_S = 90
+MIRROR_READY_TIMEOUT_S = 30
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,30}$")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str  # inventory name and hostname, e.g. "node1"
+    index: int
+    os_name: str
+    container: str
+    running: bool
+
+
+@dataclass(frozen=True)
+class SandboxFiles:
+    """The files a sandbox keeps on this machine; `down` removes the whole directory."""
+
+    root: Path
+
+    @property
+    def inventory(self) -> Path:
+        return self.root / "inventory.ini"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.root / "known_hosts"
+
+    @property
+    def client_key(self) -> Path:
+        return self.root / "id_ed25519"
+
+    def host_key_pub(self, node: str) -> Path:
+        return self.root / "hostkeys" / f"{node}.pub"
+
+
+def files_for(name: str) -> SandboxFiles:
+    return SandboxFiles(paths.state_dir() / "sandboxes" / name)
+
+
+def container_name(sandbox: str, node: str) -> str:
+    return f"gpuprov-{sandbox}-{node}"
+
+
+def network_name(sandbox: str) -> str:
+    return f"gpuprov-{sandbox}"
+
+
+def mirror_container_name(sandbox: str) -> str:
+    return f"gpuprov-{sandbox}-mirror"
+
+
+# ----- input ----------------------------------------------------------------------------------------
+
+
+def validate_name(name: str) -> None:
+    if not _NAME_RE.match(name):
+        raise BadInput(
+            f"sandbox name {name!r} is not valid: use 1-31 lower-case letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+
+
+def parse_os_list(text: str) -> list[str]:
+    """'debian12,rocky9' -> ['debian12', 'rocky9'], each checked against the supported list."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise BadInput(f"--os is empty; choose from {', '.join(images.SANDBOX_OSES)}")
+    for os_name in names:
+        if os_name not in images.SANDBOX_OSES:
+            raise BadInput(
+                f"--os {os_name!r} is not supported; choose from {', '.join(images.SANDBOX_OSES)} "
+                "(a comma-separated list mixes them)"
+            )
+    return names
+
+
+def validate_node_count(nodes: int) -> None:
+    if not 1 <= nodes <= MAX_NODES:
+        raise BadInput(f"--nodes {nodes} is out of range; a sandbox has 1 to {MAX_NODES} nodes")
+
+
+# ----- what exists ----------------------------------------------------------------------------------
+
+
+def existing_nodes(sandbox: str) -> list[Node]:
+    proc = docker.run(
+        "ps", "-a", "--no-trunc",
+        "--filter", f"label={LABEL}={sandbox}", "--filter", f"label={ROLE_LABEL}=node",
+        "--format", "{{json .}}",
+    )  # fmt: skip
+    nodes = []
+    for line in proc.stdout.splitlines():
+        row = json.loads(line)
+        labels = dict(item.split("=", 1) for item in row["Labels"].split(",") if "=" in item)
+        node_name = row["Names"].removeprefix(f"gpuprov-{sandbox}-")
+        index = int(node_name.removeprefix("node"))
+        nodes.append(
+            Node(node_name, index, labels.get(OS_LABEL, "?"), row["Names"], row["State"] == "running")
+        )
+    return sorted(nodes, key=lambda n: n.index)
+
+
+def _owner(kind: str, object_name: str) -> str | None:
+    """The sandbox label of a docker object, "" for a foreign one, None when there is none."""
+    data = docker.inspect(kind, object_name)
+    if data is None:
+        return None
+    labels = (data.get("Config") or data).get("Labels") or {}
+    return str(labels.get(LABEL, ""))
+
+
+def _refuse_foreign(sandbox: str, kind: str, object_name: str) -> None:
+    owner = _owner(kind, object_name)
+    if owner is not None and owner != sandbox:
+        whose = f"sandbox {owner!r}" if owner else "something other than gpuprov"
+        raise Conflict(
+            f"a docker {kind} named {object_name!r} already exists and belongs to {whose}; "
+            f"remove it or choose another name with --name"
+        )
+
+
+# ----- up -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    keep: list[Node]
+    add: list[tuple[int, str]]  # (index, os) of nodes to create
+
+
+def plan(sandbox: str, current: list[Node], nodes: int | None, os_list: list[str] | None) -> Plan:
+    """Decide which nodes to create. Node i runs os_list[(i-1) % len], so `up` is declarative:
+    asking again for what exists changes nothing, and a longer --nodes adds nodes."""
+    target = nodes if nodes is not None else (len(current) or DEFAULT_NODES)
+    validate_node_count(target)
+    if len(current) > target:
+        raise BadInput(
+            f"sandbox {sandbox!r} has {len(current)} nodes; it does not shrink to {target}: "
+            f"run `gpuprov sandbox down --name {sandbox}` first"
+        )
+    chosen = os_list or [DEFAULT_OS]
+    by_index = {node.index: node for node in current}
+    for node in current:
+        wanted = chosen[(node.index - 1) % len(chosen)]
+        if os_list is not None and node.os_name != wanted:
+            raise BadInput(
+                f"sandbox {sandbox!r} already has {node.name} running {node.os_name}, not {wanted}; "
+                f"give --os in node order (e.g. --os {','.join(n.os_name for n in current)},...) "
+                f"or run `gpuprov sandbox down --name {sandbox}` first"
+            )
+    add = [(i, chosen[(i - 1) % len(chosen)]) for i in range(1, target + 1) if i not in by_index]
+    return Plan(keep=current, add=add)
+
+
+class _Rollback:
+    """Remembers what an `up` is creating so a failure or Ctrl-C removes exactly that.
+
+    Names are recorded before the docker command that creates them runs, so nothing can exist
+    that the undo step does not know of; removing a name that was never created is harmless.
+    """
+
+    def __init__(self, sandbox: str, new_sandbox: bool, state_dir: Path) -> None:
+        self.sandbox = sandbox
+        self.new_sandbox = new_sandbox
+        self.state_dir = state_dir
+        self.containers: list[str] = []
+        self.network: str | None = None
+
+    def undo(self) -> None:
+        containers = list(self.containers)
+        networks = [self.network] if self.network else []
+        if self.new_sandbox:
+            # Everything labelled with a sandbox that did not exist before this run is this run's.
+            containers += docker.run("ps", "-aq", "--filter", f"label={LABEL}={self.sandbox}").stdout.split()
+            networks += docker.run(
+                "network", "ls", "-q", "--filter", f"label={LABEL}={self.sandbox}"
+            ).stdout.split()
+        if containers:
+            docker.run("rm", "-f", *containers, check=False)
+        if networks:
+            docker.run("network", "rm", *networks, check=False)
+        if self.new_sandbox:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def up(sandbox: str, nodes: int | None, os_list: list[str] | None) -> Path:
+    """Start (or extend) the sandbox and return the path of its inventory."""
+    validate_name(sandbox)
+    if nodes is not None:
+        validate_node_count(nodes)
+    docker.ensure_engine()
+    current = existing_nodes(sandbox)
+    the_plan = plan(sandbox, current, nodes, os_list)
+    for index, _ in the_plan.add:
+        _refuse_foreign(sandbox, "container", container_name(sandbox, f"node{index}"))
+    _refuse_foreign(sandbox, "network", network_name(sandbox))
+    _refuse_foreign(sandbox, "container", mirror_container_name(sandbox))
+
+    if not the_plan.add and current and all(node.running for node in current):
+        console.info(
+            f"Sandbox {sandbox!r} is already up with {len(current)} nodes "
+            f"({', '.join(n.os_name for n in current)}); nothing to change."
+        )
+    started = time.monotonic()
+    # Caches first: they are written atomically, so an interrupt there leaves nothing to undo.
+    os_needed = sorted({os_name for _, os_name in the_plan.add} | {DEFAULT_OS})
+    image_refs = {os_name: images.ensure_image(os_name) for os_name in os_needed}
+    content = mirror.ensure_mirror_content()
+
+    files = files_for(sandbox)
+    rollback = _Rollback(sandbox, new_sandbox=not current and not files.root.exists(), state_dir=files.root)
+    try:
+        with interrupts.deferred():
+            _bring_up(sandbox, the_plan, files, image_refs, content, rollback)
+    except BaseException:
+        console.warning(f"sandbox {sandbox!r} did not come up; removing what this run created")
+        with interrupts.shielded(), contextlib.suppress(GpuprovError):
+            rollback.undo()
+        raise
+    console.success(
+        f"Sandbox {sandbox!r} is up in {time.monotonic() - started:.1f} s; inventory: {files.inventory}"
+    )
+    return files.inventory
+
+
+def _bring_up(
+    sandbox: str,
+    the_plan: Plan,
+    files: SandboxFiles,
+    image_refs: dict[str, str],
+    content: mirror.MirrorContent,
+    rollback: _Rollback,
+) -> None:
+    client = keys.load_or_create_client_key(files.client_key, f"gpuprov-sandbox-{sandbox}")
+
+    net = network_name(sandbox)
+    if docker.inspect("network", net) is None:
+        rollback.network = net
+        docker.run("network", "create", "--label", f"{LABEL}={sandbox}", net)
+
+    mirror_address = _ensure_mirror(sandbox, image_refs[DEFAULT_OS], content, rollback)
+
+    if the_plan.add:
+        console.step(
+            f"Starting {len(the_plan.add)} node(s): "
+            + ", ".join(f"node{index} ({os_name})" for index, os_name in the_plan.add)
+        )
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(the_plan.add)))) as pool:
+        list(pool.map(lambda item: _create_node(sandbox, item[0], item[1], image_refs[item[1]], client,
+                                                files, rollback), the_plan.add))  # fmt: skip
+    for node in the_plan.keep:
+        if not node.running:
+            console.step(f"Starting stopped node {node.name}")
+            docker.run("start", node.container)
+        _authorize(node.container, client)
+
+    all_nodes = existing_nodes(sandbox)
+    addresses = {node.name: _address(node.container, net) for node in all_nodes}
+    host_keys = {node.name: _host_key(files, node) for node in all_nodes}
+    inventory.write_atomic(
+        files.known_hosts,
+        inventory.render_known_hosts([(addresses[n.name], host_keys[n.name]) for n in all_nodes]),
+    )
+    console.step("Waiting for SSH on every node (host keys checked)")
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(all_nodes)))) as pool:
+        list(
+            pool.map(lambda n: _wait_for_ssh(n.name, addresses[n.name], host_keys[n.name], files), all_nodes)
+        )
+    ctx = inventory.InventoryContext(
+        sandbox=sandbox,
+        user=USER,
+        private_key=files.client_key,
+        known_hosts=files.known_hosts,
+        mirror_url=f"http://{mirror_address}",
+        mirror_key_fingerprint=content.key_fingerprint,
+    )
+    entries = [inventory.NodeEntry(n.name, addresses[n.name], n.os_name) for n in all_nodes]
+    inventory.write_atomic(files.inventory, inventory.render(entries, ctx))
+    for entry in entries:
+        console.info(f"  {entry.name:<8} {entry.os_name:<12} {entry.address}")
+
+
+def _ensure_mirror(sandbox: str, image: str, content: mirror.MirrorContent, rollback: _Rollback) -> str:
+    """Run the package mirror container (re-created when the mirror content changed); return its address."""
+    name = mirror_container_name(sandbox)
+    net = network_name(sandbox)
+    data = docker.inspect("container", name)
+    if data is not None:
+        labels = data["Config"].get("Labels") or {}
+        if labels.get(MIRROR_HASH_LABEL) != str(content.root):
+            docker.run("rm", "-f", name)
+            data = None
+        elif not data["State"]["Running"]:
+            docker.run("start", name)
+    if data is None:
+        console.step("Starting the package mirror")
+        rollback.containers.append(name)
+        docker.run(
+            "run", "-d", "--name", name, "--hostname", "mirror",
+            "--label", f"{LABEL}={sandbox}", "--label", f"{ROLE_LABEL}=mirror",
+            "--label", f"{MIRROR_HASH_LABEL}={content.root}",
+            "--network", net, "--network-alias", "mirror",
+            "-v", f"{content.root}:/srv/mirror:ro",
+            image, "python3", "-m", "http.server", "80", "--bind", "0.0.0.0", "--directory", "/srv/mirror",
+        )  # fmt: skip
+    address = _address(name, net)
+    _wait_for_http(f"http://{address}/keys/gpuprov-sandbox.asc")
+    return address
+
+
+def _create_node(
+    sandbox: str,
+    index: int,
+    os_name: str,
+    image: str,
+    client: keys.KeyPair,
+    files: SandboxFiles,
+    rollback: _Rollback,
+) -> None:
+    node = f"node{index}"
+    name = container_name(sandbox, node)
+    rollback.containers.append(name)
+    docker.run(
+        "create", "--name", name, "--hostname", node,
+        "--label", f"{LABEL}={sandbox}", "--label", f"{ROLE_LABEL}=node", "--label", f"{OS_LABEL}={os_name}",
+        "--network", network_name(sandbox), *images.RUN_ARGS, image,
+    )  # fmt: skip
+    host_key = keys.generate(f"root@{node}")
+    docker.run("cp", "-a", "-", f"{name}:/", input=_node_files_tar(host_key, client))
+    files.host_key_pub(node).parent.mkdir(parents=True, exist_ok=True)
+    files.host_key_pub(node).write_text(keys.public_key_fields(host_key.public_openssh) + "\n")
+    docker.run("start", name)
+
+
+def _node_files_tar(host_key: keys.KeyPair, client: keys.KeyPair) -> bytes:
+    """A tar of the per-node secrets, extracted into the container before it first boots."""
+    buf = io.BytesIO()
+    now = time.time()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+
+        def add(path: str, data: bytes | None, mode: int, uid: int = 0) -> None:
+            info = tarfile.TarInfo(path)
+            info.mode, info.uid, info.gid, info.mtime = mode, uid, uid, now
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+        add("etc/ssh/ssh_host_ed25519_key", host_key.private_openssh, 0o600)
+        add("etc/ssh/ssh_host_ed25519_key.pub", (host_key.public_openssh + "\n").encode(), 0o644)
+        add(f"home/{USER}/.ssh", None, 0o700, USER_UID)
+        add(f"home/{USER}/.ssh/authorized_keys", (client.public_openssh + "\n").encode(), 0o600, USER_UID)
+    return buf.getvalue()
+
+
+def _authorize(container: str, client: keys.KeyPair) -> None:
+    """Make sure an existing node accepts the sandbox's current client key."""
+    docker.run("cp", "-a", "-", f"{container}:/", input=_authorized_keys_tar(client))
+
+
+def _authorized_keys_tar(client: keys.KeyPair) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = (client.public_openssh + "\n").encode()
+        info = tarfile.TarInfo(f"home/{USER}/.ssh/authorized_keys")
+        info.mode, info.uid, info.gid, info.mtime, info.size = (
+            0o600,
+            USER_UID,
+            USER_UID,
+            time.time(),
+            len(data),
+        )
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _host_key(files: SandboxFiles, node: Node) -> str:
+    """The node's public host key, from our record or, failing that, read through docker (not the network)."""
+    path = files.host_key_pub(node.name)
+    if path.is_file():
+        return path.read_text().strip()
+    proc = docker.run("exec", node.container, "cat", "/etc/ssh/ssh_host_ed25519_key.pub")
+    key = keys.public_key_fields(proc.stdout.strip())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(key + "\n")
+    return key
+
+
+def _address(container: str, net: str) -> str:
+    data = docker.inspect("container", container)
+    address = ((data or {}).get("NetworkSettings", {}).get("Networks", {}).get(net) or {}).get("IPAddress")
+    if not address:
+        raise GpuprovError(
+            f"container {container} has no address on network {net}; see `docker logs {container}`"
+        )
+    return str(address)
+
+
+def _wait_for_http(url: str) -> None:
+    deadline = time.monotonic() + MIRROR_READY_TIMEOUT_S
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except (urllib.error.URLError, OSError) as exc:
+            if time.monotonic() > deadline:
+                raise GpuprovError(
+                    f"the package mirror did not answer at {url} within {MIRROR_READY_TIMEOUT_S} s ({exc})"
+                ) from None
+            interrupts.check()
+            time.sleep(0.2)
+
+
+def _wait_for_ssh(node: str, address: str, host_key: str, files: SandboxFiles) -> None:
+    """Log in as the sandbox user with strict host key checking and check that sudo works."""
+    deadline = time.monotonic() + SSH_READY_TIMEOUT_S
+    last_error = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            with _ssh_client(address, host_key, files) as client:
+                _, stdout, _ = client.exec_command("sudo -n true && echo ready", timeout=10)
+                if stdout.read().decode().strip() == "ready":
+                    return
+                last_error = "sudo did not work for the sandbox user"
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            last_error = str(exc) or type(exc).__name__
+        interrupts.check()
+        time.sleep(0.3)
+    raise GpuprovError(f"{node} ({address}) did not accept SSH within {SSH_READY_TIMEOUT_S} s: {last_error}")
+
+
+@contextlib.contextmanager
+def _ssh_client(address: str, host_key: str, files: SandboxFiles) -> Iterator[paramiko.SSHClient]:
+    client = paramiko.SSHClient()
+    key_type, key_data = host_key.split()[:2]
+    client.get_host_keys().add(
+        address, key_type, paramiko.PKey.from_type_string(key_type, base64.b64decode(key_data))
+    )
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    try:
+        client.connect(
+            address, username=USER, key_filename=str(files.client_key), timeout=3, banner_timeout=3,
+            auth_timeout=3, look_for_keys=False, allow_agent=False,
+        )  # fmt: skip
+        yield client
+    finally:
+        client.close()
+
+
+# ----- down / inventory -------------------------------------------------------------------------------
+
+
+def down(sandbox: str) -> bool:
+    """Remove every container, network and file of the sandbox; False when there was nothing."""
+    validate_name(sandbox)
+    docker.ensure_engine()
+    proc = docker.run("ps", "-aq", "--filter", f"label={LABEL}={sandbox}")
+    container_ids = proc.stdout.split()
+    nets = docker.run("network", "ls", "-q", "--filter", f"label={LABEL}={sandbox}").stdout.split()
+    files = files_for(sandbox)
+    if not container_ids and not nets and not files.root.exists():
+        return False
+    if container_ids:
+        docker.run("rm", "-f", "-v", *container_ids)
+    if nets:
+        docker.run("network", "rm", *nets)
+    shutil.rmtree(files.root, ignore_errors=True)
+    return True
+
+
+def inventory_path(sandbox: str) -> Path:
+    validate_name(sandbox)
+    path = files_for(sandbox).inventory
+    if not path.is_file():
+        raise BadInput(
+            f"no sandbox named {sandbox!r} is up; start one with `gpuprov sandbox up --name {sandbox}`"
+        )
+    return path

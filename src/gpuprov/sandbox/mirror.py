@@ -1,0 +1,670 @@
+"""The content of the sandbox's package mirror, built once on the build machine and served read-only.
+
+The sandbox's test hosts cannot reach NVIDIA or PyPI, so one container serves this directory over plain
+HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points the roles at either:
+
+    cuda/repos/{debian12,ubuntu2004,ubuntu2204,ubuntu2404}/x86_64/   flat apt repositories, signed
+    cuda/repos/{rhel8,rhel9}/x86_64/                                  rpm repositories, signed rpms and repomd
+    cuda/repos/*/x86_64/<keyid>.pub                                   the public key, as NVIDIA's 3bf863cc.pub
+    keys/gpuprov-sandbox.asc                                          the same key
+    pypi/simple/, pypi/wheels/                                        PEP 503 index: CPU torch and its deps
+
+The packages are the stand-ins of gpuprov.sandbox.standins. A build happens only when the content hash
+(catalogue, this builder's source, wheel spec) has no finished directory yet; it is made in a temporary
+directory next to the final one and renamed into place, so an interrupted build leaves nothing half-made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import gzip
+import hashlib
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuprov import console, hosttools, paths
+from gpuprov.errors import EnvironmentProblem, GpuprovError
+from gpuprov.sandbox import standins
+from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Package
+
+APT_REPOS = ("debian12", "ubuntu2004", "ubuntu2204", "ubuntu2404")
+RPM_REPOS = ("rhel8", "rhel9")
+ARCH_DIR = "x86_64"
+KEY_FILE = "keys/gpuprov-sandbox.asc"
+KEY_UID = "gpuprov sandbox mirror (stand-in for NVIDIA CUDA repository)"
+MAINTAINER = "gpuprov sandbox <sandbox@gpuprov.invalid>"
+KEEP_MIRRORS = 2  # the newest ones, so a sandbox still serving the previous build keeps its files
+
+# Release fields of the apt repositories: Origin and Label are NVIDIA's, so the pin files NVIDIA
+# publishes ("Pin: release l=NVIDIA CUDA") work against the mirror unchanged; Description says what it is.
+APT_ORIGIN = "NVIDIA"
+APT_LABEL = "NVIDIA CUDA"
+APT_DESCRIPTION = "gpuprov sandbox stand-in for NVIDIA's CUDA repository (no NVIDIA software)"
+
+HOST_TOOLS = {
+    "dpkg-deb": "dpkg",
+    "apt-ftparchive": "apt-utils",
+    "rpmbuild": "rpm",
+    "rpmsign": "rpm",
+    "createrepo_c": "createrepo-c",
+    "gpg": "gnupg",
+    "gpgconf": "gnupg",
+}
+PURPOSE = "building the sandbox mirror"
+
+
+@dataclass(frozen=True)
+class WheelSpec:
+    """What `pip download` fetches for the test hosts (Debian 12: CPython 3.11 on x86_64)."""
+
+    requirements: tuple[str, ...]
+    python_version: str
+    platforms: tuple[str, ...]
+    implementation: str = "cp"
+
+
+# "+cpu" pins the CPU build: a plain torch==2.13.0 could resolve to a CUDA build that drags in nvidia-*
+# wheels. Hosts still ask for torch==2.13.0, which matches 2.13.0+cpu.
+WHEELS = WheelSpec(
+    requirements=("torch==2.13.0+cpu", "numpy", "pip", "setuptools", "wheel"),
+    python_version="3.11",
+    platforms=("manylinux_2_28_x86_64", "manylinux2014_x86_64", "any"),
+)
+# Local wheelhouses that hold the CPU torch on the build machines; pip searches them next to PyPI.
+WHEELHOUSES = (Path("/opt/wheels"),)
+
+
+@dataclass(frozen=True)
+class MirrorContent:
+    root: Path  # directory to serve at http://MIRROR/
+    key_fingerprint: str  # 40-hex fingerprint of the signing key (apt and rpm)
+
+    @property
+    def key_file_name(self) -> str:
+        """Name of the public key in each repository directory, like NVIDIA's 3bf863cc.pub."""
+        return f"{self.key_fingerprint[-8:].lower()}.pub"
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    home: Path  # private GNUPGHOME; never inside the served root
+    fingerprint: str
+
+
+class MirrorBuildError(GpuprovError):
+    """A tool failed while building the mirror; the message holds the command and the tool's last line."""
+
+
+def ensure_mirror_content() -> MirrorContent:
+    """Build (only when missing) the mirror under cache_dir()/mirror/<content-hash>/ and return it."""
+    return ensure_content(CATALOGUE, WHEELS)
+
+
+def ensure_content(
+    catalogue: Catalogue, wheels: WheelSpec | None, cache: Path | None = None
+) -> MirrorContent:
+    """ensure_mirror_content for any catalogue; wheels=None leaves out the PyPI index (for quick tests)."""
+    mirrors = (cache or paths.cache_dir()) / "mirror"
+    root = mirrors / content_hash(catalogue, wheels)
+    if root.is_dir():  # finished: a build appears under its final name only by an atomic rename
+        return _reuse(root)
+    mirrors.mkdir(parents=True, exist_ok=True)
+    with _exclusive(mirrors / ".lock"):
+        if root.is_dir():  # another process built it while we waited
+            return _reuse(root)
+        return _build(catalogue, wheels, mirrors.parent, root)
+
+
+def content_hash(catalogue: Catalogue, wheels: WheelSpec | None) -> str:
+    """First 12 hex of sha256 over the catalogue, the builder's source and the wheel spec."""
+    digest = hashlib.sha256()
+    digest.update(repr(catalogue).encode())
+    digest.update(repr(wheels).encode())
+    for module_file in (__file__, standins.__file__):
+        digest.update(Path(module_file).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _reuse(root: Path) -> MirrorContent:
+    os.utime(root)  # recently used mirrors are the ones pruning keeps
+    fingerprint = (root / "keys" / "fingerprint").read_text().strip()
+    return MirrorContent(root=root, key_fingerprint=fingerprint)
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """One builder at a time per cache, across processes (two pytest workers, two CLI calls)."""
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The build
+
+
+def _build(catalogue: Catalogue, wheels: WheelSpec | None, cache: Path, root: Path) -> MirrorContent:
+    console.step("Building sandbox package mirror (first time only)")
+    started = time.monotonic()
+    hosttools.ensure(HOST_TOOLS, PURPOSE)
+    _remove_unfinished(root.parent)
+    key = _signing_key(cache / "mirror-key")
+    work = root.parent / f".build-{root.name}-{os.getpid()}"
+    try:
+        work.mkdir()
+        out = work / "root"
+        with ThreadPoolExecutor(max_workers=1) as downloader:
+            # The wheel download is mostly waiting and copying: run it beside the package builds.
+            download = downloader.submit(_wheelhouse, wheels, cache) if wheels else None
+            _build_repositories(catalogue, work / "staging", out, key)
+            if download is not None:
+                _write_pypi(out / "pypi", download.result())
+        shutil.rmtree(work / "staging")
+        os.rename(out, root)  # the moment the mirror becomes visible, complete
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        _stop_gpg_agent(key.home)
+    _prune(root.parent, keep=KEEP_MIRRORS)
+    console.success(f"Built sandbox package mirror in {time.monotonic() - started:.0f} s: {root}")
+    return MirrorContent(root=root, key_fingerprint=key.fingerprint)
+
+
+def _build_repositories(catalogue: Catalogue, staging: Path, out: Path, key: SigningKey) -> None:
+    debs_dir, rpms_dir = staging / "debs", staging / "rpms"
+    debs_dir.mkdir(parents=True)
+    rpms_dir.mkdir()
+    workers = max(2, os.cpu_count() or 2)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        debs = list(
+            pool.map(
+                functools.partial(_build_deb, staging=staging, out_dir=debs_dir),
+                standins.deb_packages(catalogue),
+            )
+        )
+        rpms = list(
+            pool.map(
+                functools.partial(_build_rpm, staging=staging, out_dir=rpms_dir),
+                standins.rpm_packages(catalogue),
+            )
+        )
+        # rpmsign signs one file after another; a few batches side by side use the cores.
+        list(pool.map(functools.partial(_sign_rpms, key=key), _batches(rpms, workers)))
+        repositories = [
+            *(pool.submit(_apt_repository, _repo_dir(out, repo), repo, debs, key) for repo in APT_REPOS),
+            *(pool.submit(_rpm_repository, _repo_dir(out, repo), rpms, key) for repo in RPM_REPOS),
+        ]
+        for repository in repositories:
+            repository.result()  # raises what the build of that repository raised
+    _publish_key(out, key)
+
+
+def _repo_dir(root: Path, repo: str) -> Path:
+    return root / "cuda" / "repos" / repo / ARCH_DIR
+
+
+def _batches(items: Sequence[Path], count: int) -> list[list[Path]]:
+    return [list(items[i::count]) for i in range(count) if items[i::count]]
+
+
+def _remove_unfinished(mirrors: Path) -> None:
+    """Builds that were interrupted (we hold the lock, so no build is running)."""
+    for leftover in mirrors.glob(".build-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _prune(mirrors: Path, keep: int) -> None:
+    finished = [d for d in mirrors.iterdir() if d.is_dir() and re.fullmatch(r"[0-9a-f]{12}", d.name)]
+    finished.sort(key=lambda d: d.stat().st_mtime, reverse=True)
+    for old in finished[keep:]:
+        console.detail(f"removing old sandbox mirror {old}")
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _run(
+    cmd: Sequence[str], cwd: Path | None = None, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    console.detail("$ " + " ".join(cmd))
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise EnvironmentProblem(f"{PURPOSE}: cannot run {cmd[0]}: {exc.strerror}") from None
+    if proc.returncode != 0:
+        lines = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()
+        raise MirrorBuildError(f"{PURPOSE}: '{' '.join(cmd[:2])}' failed: {lines[-1]}")
+    return proc
+
+
+# --------------------------------------------------------------------------------------------------------
+# Signing key
+
+
+def _signing_key(home: Path) -> SigningKey:
+    """The mirror's key, generated once into a private GNUPGHOME (the secret key never enters the root)."""
+    fingerprint = _fingerprint(home) if home.is_dir() else None
+    if fingerprint is None:
+        _generate_key(home)
+        fingerprint = _fingerprint(home)
+        if fingerprint is None:
+            raise MirrorBuildError(f"{PURPOSE}: gpg made no key in {home}")
+    return SigningKey(home=home, fingerprint=fingerprint)
+
+
+def _generate_key(home: Path) -> None:
+    console.detail(f"generating the sandbox mirror's signing key in {home}")
+    fresh = home.with_name(f"{home.name}.new-{os.getpid()}")
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir(mode=0o700, parents=True)
+    name, comment = KEY_UID.split(" (", 1)
+    parameters = (
+        "%no-protection\n"
+        "Key-Type: RSA\nKey-Length: 3072\nKey-Usage: sign\n"
+        f"Name-Real: {name}\nName-Comment: {comment.rstrip(')')}\n"
+        "Expire-Date: 0\n%commit\n"
+    )
+    try:
+        _gpg(fresh, "--gen-key", input=parameters)
+    finally:
+        _stop_gpg_agent(fresh)
+    shutil.rmtree(home, ignore_errors=True)  # a home without a usable key
+    os.rename(fresh, home)
+
+
+def _fingerprint(home: Path) -> str | None:
+    listing = _gpg(home, "--with-colons", "--list-secret-keys").stdout
+    fingerprints = [line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:")]
+    return fingerprints[0] if fingerprints else None
+
+
+def _gpg(home: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return _run(["gpg", "--batch", "--quiet", "--no-tty", "--homedir", str(home), *args], input=input)
+
+
+def _sign(key: SigningKey, *args: str) -> None:
+    _gpg(key.home, "--yes", "--local-user", key.fingerprint, "--digest-algo", "SHA512", *args)
+
+
+def _stop_gpg_agent(home: Path) -> None:
+    """gpg leaves an agent running per GNUPGHOME; a build should not leave processes behind."""
+    if home.is_dir():
+        subprocess.run(
+            ["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False
+        )
+
+
+def _publish_key(out: Path, key: SigningKey) -> None:
+    public = _gpg(key.home, "--armor", "--export", key.fingerprint).stdout
+    (out / "keys").mkdir(parents=True)
+    (out / KEY_FILE).write_text(public)
+    (out / "keys" / "fingerprint").write_text(key.fingerprint + "\n")
+    name = MirrorContent(out, key.fingerprint).key_file_name
+    for repo in (*APT_REPOS, *RPM_REPOS):
+        (_repo_dir(out, repo) / name).write_text(public)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Packages
+
+
+def _stage(package: Package, tree: Path) -> None:
+    """Write the package's files and links under tree, with modes that do not depend on the umask."""
+    for entry in package.entries:
+        dest = tree / entry.path.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(entry, File):
+            dest.write_bytes(entry.content)
+            dest.chmod(entry.mode)
+        else:
+            dest.symlink_to(entry.target)
+    for directory in (tree, *(p for p in tree.rglob("*") if p.is_dir() and not p.is_symlink())):
+        directory.chmod(0o755)
+
+
+def _long_description(package: Package) -> str:
+    return (
+        f"This package has the name and version of NVIDIA's {package.name} but is a stand-in built by "
+        "gpuprov for its sandbox: small scripts, version headers and code-free libraries, no NVIDIA software."
+    )
+
+
+def _build_deb(package: Package, staging: Path, out_dir: Path) -> Path:
+    tree = staging / f"deb-{package.name}_{package.evr.replace(':', '_')}"
+    _stage(package, tree)
+    control_dir = tree / "DEBIAN"
+    control_dir.mkdir(mode=0o755)
+    (control_dir / "control").write_text(deb_control(package, _installed_kib(package)))
+    conffiles = [e.path for e in package.entries if e.path.startswith("/etc/")]
+    if conffiles:
+        (control_dir / "conffiles").write_text("".join(f"{path}\n" for path in conffiles))
+    if package.runs_ldconfig:
+        for script in ("postinst", "postrm"):
+            (control_dir / script).write_text(_DEB_LDCONFIG)
+            (control_dir / script).chmod(0o755)
+    version = package.evr.split(":", 1)[-1]  # .deb file names leave out the epoch
+    deb = out_dir / f"{package.name}_{version}_amd64.deb"
+    _run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(tree), str(deb)])
+    return deb
+
+
+_DEB_LDCONFIG = """\
+#!/bin/sh
+# The stand-in installs (code-free) shared libraries: refresh the linker cache where the host has one.
+command -v ldconfig >/dev/null && ldconfig || true
+"""
+
+
+def _installed_kib(package: Package) -> int:
+    return sum(max(1, -(-len(e.content) // 1024)) for e in package.entries if isinstance(e, File))
+
+
+def deb_control(package: Package, installed_kib: int) -> str:
+    group = [package.exclusive_group] if package.exclusive_group else []
+    fields = {
+        "Package": package.name,
+        "Version": package.evr,
+        "Architecture": "amd64",
+        "Maintainer": MAINTAINER,
+        "Installed-Size": str(installed_kib),
+        "Depends": ", ".join(
+            " | ".join(f"{p.name} (= {p.evr})" for p in alternatives) for alternatives in package.depends
+        ),
+        "Provides": ", ".join([*(f"{p.name} (= {p.evr})" for p in package.provides), *group]),
+        "Conflicts": ", ".join([*package.conflicts, *group]),
+        "Replaces": package.exclusive_group,
+        "Section": "multiverse/devel",
+        "Priority": "optional",
+        "Description": f"{package.summary} (gpuprov sandbox stand-in)\n {_long_description(package)}",
+    }
+    return "".join(f"{name}: {value}\n" for name, value in fields.items() if value)
+
+
+def _build_rpm(package: Package, staging: Path, out_dir: Path) -> Path:
+    label = f"{package.name}-{package.evr.replace(':', '_')}"
+    tree, top = staging / f"rpm-{label}", staging / f"rpmbuild-{label}"
+    _stage(package, tree)
+    top.mkdir()
+    spec = top / f"{package.name}.spec"
+    spec.write_text(rpm_spec(package, tree))
+    _run(
+        [
+            "rpmbuild",
+            "-bb",
+            "--quiet",
+            "--define",
+            f"_topdir {top}",
+            "--define",
+            f"_rpmdir {out_dir}",
+            "--define",
+            "_rpmfilename %{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}.rpm",
+            "--define",
+            "_build_id_links none",
+            "--define",
+            "__os_install_post %{nil}",  # no stripping or byte-compiling of the stand-ins
+            "--define",
+            "debug_package %{nil}",
+            "--define",
+            "_binary_payload w2.gzdio",  # gzip: every rpm and dnf reads it, and it is quick
+            "--define",
+            "_buildhost gpuprov-sandbox",
+            str(spec),
+        ]
+    )
+    return out_dir / f"{package.name}-{package.version}-{package.release}.x86_64.rpm"
+
+
+# Directories that belong to the base system, not to a stand-in.
+_SYSTEM_DIRS = frozenset(
+    {
+        "/etc",
+        "/usr",
+        "/usr/bin",
+        "/usr/include",
+        "/usr/lib",
+        "/usr/lib64",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/systemd",
+        "/usr/lib/systemd/system",
+        "/usr/local",
+        "/usr/share",
+        "/usr/share/doc",
+        "/usr/src",
+    }
+)
+
+
+def rpm_spec(package: Package, tree: Path) -> str:
+    if any(len(alternatives) > 1 for alternatives in package.depends):
+        raise ValueError(f"rpm stand-in {package.name} has alternative dependencies; use single pins")
+    header = {
+        "Name": package.name,
+        "Epoch": str(package.epoch) if package.epoch else "",
+        "Version": package.version,
+        "Release": package.release,
+        "Summary": f"{package.summary} (gpuprov sandbox stand-in)",
+        "License": "Apache-2.0",
+        "Packager": MAINTAINER,
+        "BuildArch": "x86_64",
+        "AutoReqProv": "no",  # the test hosts' rpm database starts empty: require only other stand-ins
+    }
+    lines = [f"{tag}: {value}" for tag, value in header.items() if value]
+    lines += [f"Requires: {p.name} = {p.evr}" for (p,) in package.depends]
+    lines += [f"Provides: {p.name} = {p.evr}" for p in package.provides]
+    lines += [f"Conflicts: {name}" for name in package.conflicts]
+    lines += ["", "%description", _long_description(package)]
+    lines += ["", "%install", f"cp -a '{tree}/.' '%{{buildroot}}/'"]
+    if package.runs_ldconfig:
+        lines += ["", "%post -p <lua>", _RPM_LDCONFIG, "", "%postun -p <lua>", _RPM_LDCONFIG]
+    lines += ["", "%files", "%defattr(-,root,root,-)", *_rpm_file_list(package)]
+    return "\n".join(lines) + "\n"
+
+
+# Lua, not sh: a shell scriptlet would make rpmbuild add "Requires: /bin/sh", which nothing provides in
+# the test hosts' empty rpm database.
+_RPM_LDCONFIG = (
+    'if rpm.execute and posix.access("/sbin/ldconfig", "x") then rpm.execute("/sbin/ldconfig") end'
+)
+
+
+def _rpm_file_list(package: Package) -> list[str]:
+    owned_dirs: set[str] = set()
+    for entry in package.entries:
+        parent = entry.path.rsplit("/", 1)[0]
+        while parent and parent not in _SYSTEM_DIRS:
+            owned_dirs.add(parent)
+            parent = parent.rsplit("/", 1)[0]
+    listing = [f"%dir {d}" for d in sorted(owned_dirs)]
+    for entry in package.entries:
+        config = isinstance(entry, File) and entry.path.startswith("/etc/")
+        listing.append(f"%config(noreplace) {entry.path}" if config else entry.path)
+    return listing
+
+
+def _sign_rpms(rpms: list[Path], key: SigningKey) -> None:
+    _run(
+        [
+            "rpmsign",
+            "--addsign",
+            "--define",
+            f"_gpg_name {key.fingerprint}",
+            "--define",
+            f"_gpg_path {key.home}",
+            # Debian's rpm names /usr/bin/gpg2, which Debian does not ship.
+            "--define",
+            f"__gpg {shutil.which('gpg') or 'gpg'}",
+            *map(str, rpms),
+        ]
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Repositories
+
+
+def _link_all(files: Sequence[Path], directory: Path) -> None:
+    """The same package files in every repository: hard links, so they cost the disk once."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        try:
+            os.link(f, directory / f.name)
+        except OSError:  # another file system
+            shutil.copy2(f, directory / f.name)
+
+
+def _apt_repository(repo_dir: Path, codename: str, debs: Sequence[Path], key: SigningKey) -> None:
+    """A flat, signed apt repository: `deb [signed-by=...] http://MIRROR/cuda/repos/<codename>/x86_64/ /`."""
+    _link_all(debs, repo_dir)
+    packages = _run(["apt-ftparchive", "packages", "."], cwd=repo_dir).stdout
+    (repo_dir / "Packages").write_text(packages)
+    with gzip.GzipFile(repo_dir / "Packages.gz", "wb", mtime=0) as compressed:
+        compressed.write(packages.encode())
+    release_fields = {
+        "Origin": APT_ORIGIN,
+        "Label": APT_LABEL,
+        "Suite": codename,
+        "Codename": codename,
+        "Architectures": "amd64",
+        "Description": APT_DESCRIPTION,
+    }
+    options = [f"-oAPT::FTPArchive::Release::{name}={value}" for name, value in release_fields.items()]
+    # Captured, then written: apt-ftparchive would otherwise list a half-written Release in itself.
+    release = _run(["apt-ftparchive", *options, "release", "."], cwd=repo_dir).stdout
+    (repo_dir / "Release").write_text(release)
+    release_file = str(repo_dir / "Release")
+    _sign(key, "--clearsign", "--output", str(repo_dir / "InRelease"), release_file)
+    _sign(key, "--armor", "--detach-sign", "--output", str(repo_dir / "Release.gpg"), release_file)
+
+
+def _rpm_repository(repo_dir: Path, rpms: Sequence[Path], key: SigningKey) -> None:
+    """An rpm repository with signed packages and a signed repomd.xml (for gpgcheck and repo_gpgcheck)."""
+    _link_all(rpms, repo_dir)
+    _run(["createrepo_c", "--quiet", "--workers", "1", str(repo_dir)])
+    repomd = repo_dir / "repodata" / "repomd.xml"
+    _sign(key, "--armor", "--detach-sign", "--output", f"{repomd}.asc", str(repomd))
+
+
+# --------------------------------------------------------------------------------------------------------
+# PyPI
+
+
+def _wheelhouse(wheels: WheelSpec, cache: Path) -> list[Path]:
+    """The spec's wheels, downloaded once into cache/mirror-wheels/<spec-hash>/ and linked into mirrors."""
+    spec_hash = hashlib.sha256(repr(wheels).encode()).hexdigest()[:12]
+    store = cache / "mirror-wheels"
+    target = store / spec_hash
+    if not target.is_dir():
+        partial = store / f".download-{spec_hash}-{os.getpid()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        try:
+            _pip_download(wheels, partial)
+            check_cpu_only(sorted(p.name for p in partial.iterdir()))
+            os.rename(partial, target)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    for other in store.iterdir():  # the mirrors hold their own links, so older downloads can go
+        if other != target:
+            shutil.rmtree(other, ignore_errors=True)
+    return sorted(target.glob("*.whl"))
+
+
+def _pip_download(wheels: WheelSpec, dest: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--only-binary=:all:",
+        "--python-version",
+        wheels.python_version,
+        "--implementation",
+        wheels.implementation,
+        "--dest",
+        str(dest),
+    ]
+    for platform in wheels.platforms:
+        cmd += ["--platform", platform]
+    for wheelhouse in WHEELHOUSES:
+        if wheelhouse.is_dir():
+            cmd += ["--find-links", str(wheelhouse)]
+    cmd += wheels.requirements
+    try:
+        _run(cmd)
+    except MirrorBuildError as exc:
+        raise EnvironmentProblem(
+            f"{exc.message} (the sandbox's PyPI index needs PyPI, or the CPU torch wheel in "
+            f"{', '.join(map(str, WHEELHOUSES))})"
+        ) from None
+
+
+def check_cpu_only(filenames: Sequence[str]) -> None:
+    """Refuse a download that pulled a CUDA build of torch (it depends on nvidia-* and triton wheels)."""
+    cuda_wheels = [n for n in filenames if re.match(r"(nvidia[-_]|triton-)", n, re.IGNORECASE)]
+    torch = [n for n in filenames if n.lower().startswith("torch-")]
+    if cuda_wheels or any("+cpu" not in n for n in torch):
+        found = ", ".join(torch + cuda_wheels[:3])
+        raise EnvironmentProblem(
+            f"{PURPOSE}: pip picked a CUDA build of torch ({found}); the sandbox needs the CPU build "
+            f"(put torch-*+cpu-cp311-*.whl into {WHEELHOUSES[0]})"
+        )
+
+
+def normalize(project: str) -> str:
+    """PEP 503 name normalisation."""
+    return re.sub(r"[-_.]+", "-", project).lower()
+
+
+def _write_pypi(pypi: Path, wheels: Sequence[Path]) -> None:
+    wheel_dir = pypi / "wheels"
+    _link_all(wheels, wheel_dir)
+    write_simple_index(pypi / "simple", sorted(wheel_dir.glob("*.whl")))
+
+
+def write_simple_index(simple: Path, wheels: Sequence[Path]) -> None:
+    """A PEP 503 simple index over wheels that sit in ../wheels/ next to simple/."""
+    projects: dict[str, list[Path]] = {}
+    for wheel in wheels:
+        projects.setdefault(normalize(wheel.name.split("-", 1)[0]), []).append(wheel)
+    for project, files in sorted(projects.items()):
+        links = [
+            _link(f"../../wheels/{urllib.parse.quote(f.name)}#sha256={_sha256(f)}", f.name) for f in files
+        ]
+        (simple / project).mkdir(parents=True, exist_ok=True)
+        (simple / project / "index.html").write_text(_html_page(f"Links for {project}", links))
+    links = [_link(f"{project}/", project) for project in sorted(projects)]
+    (simple / "index.html").write_text(_html_page("Simple index", links))
+
+
+def _link(href: str, text: str) -> str:
+    return f'<a href="{html.escape(href)}">{html.escape(text)}</a><br>'
+
+
+def _html_page(title: str, links: list[str]) -> str:
+    body = "\n".join(links)
+    return (
+        '<!DOCTYPE html>\n<html>\n<head><meta name="pypi:repository-version" content="1.0">'
+        f"<title>{html.escape(title)}</title></head>\n<body>\n<h1>{html.escape(title)}</h1>\n{body}\n</body>\n</html>\n"
+    )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

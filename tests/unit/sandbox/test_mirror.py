@@ -1,0 +1,554 @@
+"""The sandbox mirror, built once per module with the real tools (dpkg-deb, apt-ftparchive, rpmbuild, gpg).
+
+The module's mirror leaves out the PyPI index (wheels=None) to stay quick; the index is tested on fake
+wheels here and for real, torch installed into a venv, in the integration-marked test at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import functools
+import hashlib
+import http.server
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuprov.errors import EnvironmentProblem, GpuprovError
+from gpuprov.sandbox import mirror, standins
+from gpuprov.sandbox.mirror import APT_REPOS, RPM_REPOS, MirrorContent
+from gpuprov.sandbox.standins import CATALOGUE, ContainerToolkitRelease, NcclRelease
+
+TOOLS = ("dpkg-deb", "apt-ftparchive", "rpmbuild", "rpmsign", "createrepo_c", "gpg", "gpgv")
+pytestmark = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in TOOLS) and os.geteuid() != 0,
+    reason="needs the mirror's build tools (installed automatically only as root)",
+)
+
+SMALL = dataclasses.replace(
+    CATALOGUE, drivers=(), cuda=(), cudnn=(), nccl=(), dcgm=(), container_toolkit=CATALOGUE.container_toolkit
+)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def built(cache: Path) -> MirrorContent:
+    return mirror.ensure_content(CATALOGUE, None, cache=cache)
+
+
+@pytest.fixture(scope="module")
+def keyring(built: MirrorContent, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The published key as a binary keyring, which gpgv and apt's signed-by read."""
+    path = tmp_path_factory.mktemp("keyring") / "gpuprov-sandbox.gpg"
+    armored = (built.root / mirror.KEY_FILE).read_bytes()
+    subprocess.run(["gpg", "--batch", "--dearmor", "-o", str(path)], input=armored, check=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def served(built: MirrorContent) -> Iterator[str]:
+    """The mirror over plain HTTP on loopback, as the sandbox's mirror container serves it."""
+    with _serve(built.root) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _serve(root: Path) -> Iterator[str]:
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def repo(content: MirrorContent, name: str) -> Path:
+    return content.root / "cuda" / "repos" / name / "x86_64"
+
+
+def run(*cmd: str | Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+
+
+def extract(deb: Path, into: Path) -> Path:
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(into)], check=True)
+    return into
+
+
+def paragraphs(packages_file: Path) -> list[dict[str, str]]:
+    result = []
+    for block in packages_file.read_text().strip().split("\n\n"):
+        fields = dict(re.findall(r"^([\w-]+): (.*)$", block, re.MULTILINE))
+        result.append(fields)
+    return result
+
+
+# --------------------------------------------------------------------------------------------------------
+# Layout and keys
+
+
+def test_layout_mimics_nvidia_repositories(built: MirrorContent) -> None:
+    assert re.fullmatch(r"[0-9A-F]{40}", built.key_fingerprint)
+    assert built.key_file_name == built.key_fingerprint[-8:].lower() + ".pub"
+    for name in APT_REPOS:
+        for f in ("Packages", "Packages.gz", "Release", "Release.gpg", "InRelease", built.key_file_name):
+            assert (repo(built, name) / f).is_file(), f"{name}/{f}"
+    for name in RPM_REPOS:
+        for f in ("repodata/repomd.xml", "repodata/repomd.xml.asc", built.key_file_name):
+            assert (repo(built, name) / f).is_file(), f"{name}/{f}"
+    assert (built.root / "keys" / "gpuprov-sandbox.asc").read_text().startswith("-----BEGIN PGP PUBLIC KEY")
+
+
+def test_private_key_stays_out_of_the_served_root(built: MirrorContent, cache: Path) -> None:
+    assert (cache / "mirror-key").stat().st_mode & 0o777 == 0o700
+    assert not list(built.root.rglob("private-keys-v1.d"))
+    for f in built.root.rglob("*"):
+        if f.is_file() and f.suffix in {".asc", ".pub", ".gpg", ""}:
+            assert b"PRIVATE KEY" not in f.read_bytes(), f
+
+
+def test_key_uid_says_it_is_a_stand_in(built: MirrorContent) -> None:
+    shown = run(
+        "gpg",
+        "--batch",
+        "--with-colons",
+        "--import-options",
+        "show-only",
+        "--import",
+        built.root / mirror.KEY_FILE,
+    ).stdout
+    assert "gpuprov sandbox mirror (stand-in for NVIDIA CUDA repository)" in shown
+    assert f"fpr:::::::::{built.key_fingerprint}:" in shown
+
+
+# --------------------------------------------------------------------------------------------------------
+# apt
+
+
+@pytest.mark.parametrize("name", APT_REPOS)
+def test_release_signatures_verify_with_the_published_key(
+    built: MirrorContent, keyring: Path, name: str
+) -> None:
+    d = repo(built, name)
+    assert run("gpgv", "--keyring", keyring, d / "InRelease").returncode == 0
+    assert run("gpgv", "--keyring", keyring, d / "Release.gpg", d / "Release").returncode == 0
+    release = (d / "Release").read_text()
+    for field in (
+        "Origin: NVIDIA",
+        "Label: NVIDIA CUDA",
+        f"Suite: {name}",
+        f"Codename: {name}",
+        "Architectures: amd64",
+        "Description: gpuprov sandbox stand-in",
+    ):
+        assert field in release
+
+
+def test_packages_list_nvidia_names_at_exact_versions(built: MirrorContent) -> None:
+    packages = paragraphs(repo(built, "debian12") / "Packages")
+    versions: dict[str, set[str]] = {}
+    for p in packages:
+        versions.setdefault(p["Package"], set()).add(p["Version"])
+    assert versions["nvidia-driver-550"] == {"550.127.08-1"}
+    assert versions["libnccl2"] == {
+        "2.19.3-1+cuda12.2",
+        "2.21.5-1+cuda12.4",
+        "2.23.4-1+cuda12.6",
+        "2.26.2-1+cuda12.8",
+    }
+    assert versions["libcudnn8"] == {"8.9.7.29-1+cuda12.2"}
+    assert versions["libcudnn9-dev-cuda-12"] == {"9.5.1.17-1"}
+    assert versions["datacenter-gpu-manager"] == {"1:3.3.9"}
+    assert versions["nvidia-container-toolkit"] == {"1.17.3-1"}
+    assert {f"cuda-toolkit-12-{m}" for m in (2, 4, 6, 8)} <= versions.keys()
+    driver = next(p for p in packages if p["Package"] == "nvidia-driver-550")
+    assert driver["Depends"] == (
+        "nvidia-utils-550 (= 550.127.08-1), libnvidia-compute-550 (= 550.127.08-1), "
+        "nvidia-compute-utils-550 (= 550.127.08-1), nvidia-dkms-550 (= 550.127.08-1)"
+    )
+    for p in packages:
+        assert p["Maintainer"] == "gpuprov sandbox <sandbox@gpuprov.invalid>"
+        assert p["Architecture"] == "amd64"
+        assert "stand-in" in p["Description"]
+
+
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt")
+def test_apt_installs_from_the_flat_repository_over_http(
+    built: MirrorContent, keyring: Path, served: str, tmp_path: Path
+) -> None:
+    """The sources line the roles write; apt's state stays in tmp_path, so this machine is unchanged."""
+    sources = tmp_path / "sources.list"
+    sources.write_text(f"deb [signed-by={keyring}] {served}/cuda/repos/debian12/x86_64/ /\n")
+    (tmp_path / "status").touch()
+    for d in ("lists/partial", "cache/archives/partial", "preferences.d"):
+        (tmp_path / d).mkdir(parents=True)
+    options = [
+        f"-oDir::Etc::SourceList={sources}",
+        "-oDir::Etc::SourceParts=/nonexistent",
+        f"-oDir::State::Lists={tmp_path / 'lists'}",
+        f"-oDir::Cache={tmp_path / 'cache'}",
+        f"-oDir::State::status={tmp_path / 'status'}",
+        "-oDir::Etc::Preferences=/dev/null",
+        f"-oDir::Etc::PreferencesParts={tmp_path / 'preferences.d'}",
+        "-oAPT::Sandbox::User=root",
+        "-oDebug::NoLocking=1",
+    ]
+    update = run("apt-get", *options, "update")
+    assert update.returncode == 0, update.stderr
+    assert "W:" not in update.stderr and "E:" not in update.stderr, update.stderr
+
+    simulated = run("apt-get", *options, "-s", "install", "nvidia-driver-550=550.127.08-1")
+    assert simulated.returncode == 0, simulated.stderr
+    installed = set(re.findall(r"^Inst (\S+) \((\S+) NVIDIA CUDA:debian12", simulated.stdout, re.MULTILINE))
+    assert installed == {
+        (name, "550.127.08-1")
+        for name in (
+            "nvidia-driver-550",
+            "nvidia-utils-550",
+            "libnvidia-compute-550",
+            "nvidia-compute-utils-550",
+            "nvidia-dkms-550",
+        )
+    }
+    nccl = run("apt-cache", *options, "madison", "libnccl2").stdout
+    assert "2.21.5-1+cuda12.4" in nccl and "2.19.3-1+cuda12.2" in nccl
+
+
+def test_cuda_toolkit_installs_beside_others_and_leaves_usr_local_cuda_alone(
+    built: MirrorContent, tmp_path: Path
+) -> None:
+    deb = repo(built, "ubuntu2204") / "cuda-toolkit-12-4_12.4.1-1_amd64.deb"
+    listing = run("dpkg-deb", "-c", deb).stdout
+    assert "./usr/local/cuda-12.4/bin/nvcc" in listing
+    assert "./usr/local/cuda-12.4/lib64/libcudart.so.12 -> libcudart.so.12.4.1" in listing
+    assert not re.search(r"\./usr/local/cuda(/| )", listing)
+    for p in standins.deb_packages(CATALOGUE) + standins.rpm_packages(CATALOGUE):
+        assert not any(
+            e.path == "/usr/local/cuda" or e.path.startswith("/usr/local/cuda/") for e in p.entries
+        )
+
+    home = extract(deb, tmp_path) / "usr/local/cuda-12.4"
+    nvcc = run(home / "bin/nvcc", "--version")
+    assert nvcc.returncode == 0
+    assert nvcc.stdout == (
+        "nvcc: NVIDIA (R) Cuda compiler driver\n"
+        "Copyright (c) 2005-2024 NVIDIA Corporation\n"
+        "Built on Thu_Mar_28_02:18:24_PDT_2024\n"
+        "Cuda compilation tools, release 12.4, V12.4.131\n"
+        "Build cuda_12.4.r12.4/compiler.34097967_0\n"
+    )
+    assert run(home / "bin/nvcc", "-c", "x.cu").returncode != 0  # it says it cannot compile
+    assert '"version": "12.4.1"' in (home / "version.json").read_text()
+    assert "#define CUDA_VERSION 12040" in (home / "include/cuda.h").read_text()
+
+
+def test_headers_carry_the_real_version_defines(built: MirrorContent, tmp_path: Path) -> None:
+    d = repo(built, "debian12")
+    nccl = extract(d / "libnccl-dev_2.21.5-1+cuda12.4_amd64.deb", tmp_path / "nccl") / "usr/include/nccl.h"
+    assert re.search(r"#define NCCL_MAJOR 2\n#define NCCL_MINOR 21\n#define NCCL_PATCH 5\n", nccl.read_text())
+    cudnn = extract(d / "libcudnn9-dev-cuda-12_9.5.1.17-1_amd64.deb", tmp_path / "cudnn") / "usr/include"
+    text = (cudnn / "cudnn_version.h").read_text()
+    assert "#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 5\n#define CUDNN_PATCHLEVEL 1\n" in text
+
+
+def test_driver_libraries_load_under_their_real_soname(built: MirrorContent, tmp_path: Path) -> None:
+    deb = repo(built, "debian12") / "libnvidia-compute-550_550.127.08-1_amd64.deb"
+    libdir = extract(deb, tmp_path) / "usr/lib/x86_64-linux-gnu"
+    assert os.readlink(libdir / "libcuda.so.1") == "libcuda.so.550.127.08"
+    assert os.readlink(libdir / "libnvidia-ml.so.1") == "libnvidia-ml.so.550.127.08"
+    library = ctypes.CDLL(str(libdir / "libcuda.so.1"))  # a real ELF: dlopen works, symbols do not
+    with pytest.raises(AttributeError):
+        library.cuInit  # noqa: B018
+    if shutil.which("ldconfig"):
+        (libdir / "libcuda.so.1").unlink()
+        assert "libcuda.so.1 -> libcuda.so.550.127.08" in run("ldconfig", "-n", "-v", libdir).stdout
+
+
+# --------------------------------------------------------------------------------------------------------
+# nvidia-smi
+
+
+@pytest.fixture(scope="module")
+def nvidia_smi(built: MirrorContent, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    deb = repo(built, "debian12") / "nvidia-utils-550_550.127.08-1_amd64.deb"
+    return extract(deb, tmp_path_factory.mktemp("utils")) / "usr/bin/nvidia-smi"
+
+
+def smi(tool: Path, conf: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run(tool, *args, env={**os.environ, "GPUPROV_STANDIN_GPUS_CONF": str(conf)})
+
+
+def test_nvidia_smi_without_gpus_behaves_like_the_real_one(nvidia_smi: Path, tmp_path: Path) -> None:
+    for args in ((), ("-L",), ("--query-gpu=name", "--format=csv")):
+        proc = smi(nvidia_smi, tmp_path / "absent.conf", *args)
+        assert (proc.returncode, proc.stdout) == (6, "No devices were found\n")
+    assert "gpuprov sandbox stand-in" in smi(nvidia_smi, tmp_path / "absent.conf", "--help").stdout
+
+
+def test_nvidia_smi_reports_simulated_gpus(nvidia_smi: Path, tmp_path: Path) -> None:
+    conf = tmp_path / "standin-gpus.conf"
+    conf.write_text('GPU_COUNT=2\nGPU_NAME="NVIDIA H100 80GB HBM3"\nMEMORY_MIB=81559\n')
+
+    listed = smi(nvidia_smi, conf, "-L")
+    assert listed.returncode == 0
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 2
+    uuid = r"GPU-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"
+    for i, line in enumerate(lines):
+        assert re.fullmatch(rf"GPU {i}: NVIDIA H100 80GB HBM3 \(UUID: {uuid}\)", line)
+
+    query = "--query-gpu=index,name,driver_version,memory.total,uuid"
+    csv = smi(nvidia_smi, conf, query, "--format=csv").stdout.splitlines()
+    assert csv[0] == "index, name, driver_version, memory.total [MiB], uuid"
+    assert csv[1].startswith("0, NVIDIA H100 80GB HBM3, 550.127.08, 81559 MiB, GPU-")
+    assert len(csv) == 3
+    bare = smi(nvidia_smi, conf, query, "--format=csv,noheader,nounits").stdout.splitlines()
+    assert [line.split(", ")[:4] for line in bare] == [
+        ["0", "NVIDIA H100 80GB HBM3", "550.127.08", "81559"],
+        ["1", "NVIDIA H100 80GB HBM3", "550.127.08", "81559"],
+    ]
+    assert bare[0].split(", ")[4] == lines[0].split("UUID: ")[1].rstrip(")")  # same UUIDs as -L
+
+    table = smi(nvidia_smi, conf).stdout
+    assert "Driver Version: 550.127.08     CUDA Version: 12.4" in table
+    assert table.count("NVIDIA H100 80GB HBM3") == 2
+    assert {len(line) for line in table.splitlines()[1:] if line.startswith(("|", "+"))} == {91}
+
+    bad = smi(nvidia_smi, conf, "--query-gpu=bogus", "--format=csv")
+    assert bad.returncode == 2 and 'Field "bogus" is not a valid field to query.' in bad.stderr
+
+
+# --------------------------------------------------------------------------------------------------------
+# rpm
+
+
+@pytest.fixture(scope="module")
+def rpms(built: MirrorContent) -> list[Path]:
+    return sorted(repo(built, "rhel9").glob("*.rpm"))
+
+
+def test_rpms_carry_nvidia_names_and_versions(rpms: list[Path]) -> None:
+    query = run("rpm", "-qp", "--qf", r"%{NAME} %{EPOCHNUM}:%{VERSION}-%{RELEASE} %{ARCH}\n", *rpms).stdout
+    found = set(query.splitlines())
+    for expected in (
+        "nvidia-driver 0:550.127.08-1 x86_64",
+        "nvidia-driver-cuda 0:535.216.03-1 x86_64",
+        "kmod-nvidia-open-dkms 0:570.124.06-1 x86_64",
+        "nvidia-fabric-manager 0:550.127.08-1 x86_64",
+        "cuda-toolkit-12-8 0:12.8.1-1 x86_64",
+        "libcudnn9-devel-cuda-12 0:9.5.1.17-1 x86_64",
+        "libcudnn8 0:8.9.7.29-1.cuda12.2 x86_64",
+        "libnccl 0:2.21.5-1+cuda12.4 x86_64",
+        "libnccl-devel 0:2.26.2-1+cuda12.8 x86_64",
+        "datacenter-gpu-manager 1:3.3.9-1 x86_64",
+        "nvidia-container-toolkit-base 0:1.17.3-1 x86_64",
+    ):
+        assert expected in found
+    assert len(found) == len(rpms) == len(standins.rpm_packages(CATALOGUE))
+
+
+def test_rpms_are_signed_and_verify_after_importing_the_key(
+    built: MirrorContent, rpms: list[Path], tmp_path: Path
+) -> None:
+    dbpath = ["--dbpath", str(tmp_path / "rpmdb")]
+    (tmp_path / "rpmdb").mkdir()
+    assert run("rpm", *dbpath, "--import", repo(built, "rhel9") / built.key_file_name).returncode == 0
+    checked = run("rpm", *dbpath, "-K", *rpms)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("digests signatures OK") == len(rpms)
+
+
+def test_rpms_require_nothing_but_other_stand_ins(rpms: list[Path]) -> None:
+    """The test hosts' rpm database starts empty: no /bin/sh, no sonames, no files outside the mirror."""
+    provided = set(run("rpm", "-qp", "--provides", *rpms).stdout.split())
+    for rpm_file in rpms:
+        for line in run("rpm", "-qp", "--requires", rpm_file).stdout.splitlines():
+            name = line.split()[0]
+            assert name.startswith("rpmlib(") or name in provided, f"{rpm_file.name} requires {line}"
+
+
+def test_repomd_signature_verifies(built: MirrorContent, keyring: Path) -> None:
+    for name in RPM_REPOS:
+        repomd = repo(built, name) / "repodata" / "repomd.xml"
+        assert run("gpgv", "--keyring", keyring, f"{repomd}.asc", repomd).returncode == 0
+
+
+@pytest.mark.skipif(
+    shutil.which("dnf") is None or os.geteuid() != 0, reason="needs dnf (as on the rocky-like hosts) and root"
+)
+def test_dnf_installs_with_package_and_metadata_signatures_checked(
+    built: MirrorContent, served: str, tmp_path: Path
+) -> None:
+    base = f"{served}/cuda/repos/rhel9/x86_64"
+    conf = tmp_path / "dnf.conf"
+    conf.write_text(
+        f"[main]\nreposdir={tmp_path / 'none'}\n\n[standin]\nname=stand-in\nbaseurl={base}\n"
+        f"gpgcheck=1\nrepo_gpgcheck=1\ngpgkey={base}/{built.key_file_name}\n"
+    )
+    dnf = ["dnf", "-y", "-c", conf, f"--installroot={tmp_path / 'root'}", "--releasever=9"]
+    try:
+        packages = [
+            "nvidia-driver-cuda-550.127.08",
+            "libnccl-2.21.5-1+cuda12.4",
+            "kmod-nvidia-open-dkms-550.127.08",
+        ]
+        proc = run(*dnf, "install", *packages)
+    finally:
+        # repo_gpgcheck makes dnf start a gpg-agent on its keyring in the install root; stop it.
+        for pubring in (tmp_path / "root").glob("var/cache/dnf/*/pubring"):
+            run("gpgconf", "--homedir", pubring, "--kill", "gpg-agent")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert os.readlink(tmp_path / "root/usr/lib64/libcuda.so.1") == "libcuda.so.550.127.08"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Caching, content hash, atomic builds
+
+
+def test_second_call_is_a_cache_hit(
+    built: MirrorContent, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_build(*args: object) -> MirrorContent:
+        raise AssertionError("rebuilt a mirror that exists")
+
+    monkeypatch.setattr(mirror, "_build", no_build)
+    started = time.perf_counter()
+    again = mirror.ensure_content(CATALOGUE, None, cache=cache)
+    assert time.perf_counter() - started < 0.2
+    assert again == built
+
+
+def test_content_hash_follows_catalogue_and_wheel_spec() -> None:
+    base = mirror.content_hash(CATALOGUE, mirror.WHEELS)
+    assert re.fullmatch(r"[0-9a-f]{12}", base)
+    assert mirror.content_hash(CATALOGUE, mirror.WHEELS) == base
+    more_nccl = dataclasses.replace(CATALOGUE, nccl=(*CATALOGUE.nccl, NcclRelease("2.27.3", "12.9")))
+    assert mirror.content_hash(more_nccl, mirror.WHEELS) != base
+    assert mirror.content_hash(CATALOGUE, None) != base
+
+
+def _cache_with_key(cache: Path, tmp_path: Path) -> Path:
+    """A fresh cache that reuses the module's signing key (generating one costs a few seconds)."""
+    shutil.copytree(cache / "mirror-key", tmp_path / "mirror-key")
+    return tmp_path
+
+
+def test_interrupted_build_leaves_nothing_half_made(
+    built: MirrorContent, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fresh = _cache_with_key(cache, tmp_path)
+
+    def interrupt(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mirror, "_publish_key", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        mirror.ensure_content(SMALL, None, cache=fresh)
+    assert [p.name for p in (fresh / "mirror").iterdir()] == [".lock"]
+
+    monkeypatch.undo()
+    content = mirror.ensure_content(SMALL, None, cache=fresh)
+    assert content.key_fingerprint == built.key_fingerprint  # the key is made once and kept
+    assert "nvidia-container-toolkit" in (repo(content, "debian12") / "Packages").read_text()
+
+
+def test_only_the_newest_mirrors_are_kept(cache: Path, tmp_path: Path) -> None:
+    fresh = _cache_with_key(cache, tmp_path)
+    roots = []
+    for patch in range(3):
+        catalogue = dataclasses.replace(SMALL, container_toolkit=(ContainerToolkitRelease(f"1.17.{patch}"),))
+        roots.append(mirror.ensure_content(catalogue, None, cache=fresh).root)
+    assert [r.is_dir() for r in roots] == [False, True, True]
+
+
+def test_a_failing_tool_is_one_line_not_a_traceback() -> None:
+    with pytest.raises(GpuprovError, match=r"^building the sandbox mirror: 'sh -c' failed: it broke$"):
+        mirror._run(["sh", "-c", "echo detail >&2; echo it broke >&2; exit 3"])
+    with pytest.raises(EnvironmentProblem, match="cannot run no-such-tool-gpuprov"):
+        mirror._run(["no-such-tool-gpuprov"])
+
+
+# --------------------------------------------------------------------------------------------------------
+# PyPI index
+
+
+def test_simple_index_links_wheels_with_their_sha256(tmp_path: Path) -> None:
+    wheels = tmp_path / "pypi" / "wheels"
+    wheels.mkdir(parents=True)
+    names = [
+        "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "typing_extensions-4.16.0-py3-none-any.whl",
+    ]
+    for name in names:
+        (wheels / name).write_bytes(name.encode())
+    mirror.write_simple_index(tmp_path / "pypi" / "simple", sorted(wheels.iterdir()))
+
+    page = (tmp_path / "pypi/simple/torch/index.html").read_text()
+    href, digest = re.search(r'href="([^"#]+)#sha256=([0-9a-f]{64})"', page).groups()  # type: ignore[union-attr]
+    assert href == "../../wheels/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert digest == hashlib.sha256(names[0].encode()).hexdigest()
+    assert (tmp_path / "pypi/simple/typing-extensions/index.html").is_file()  # PEP 503 normalised
+    root = (tmp_path / "pypi/simple/index.html").read_text()
+    assert '<a href="torch/">torch</a>' in root and '<a href="typing-extensions/">' in root
+
+
+def test_a_cuda_build_of_torch_is_refused() -> None:
+    cpu = ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "numpy-2.4.6-cp311-cp311-x.whl"]
+    mirror.check_cpu_only(cpu)
+    with pytest.raises(EnvironmentProblem, match="CUDA build of torch"):
+        mirror.check_cpu_only(["torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl"])
+    with pytest.raises(EnvironmentProblem, match="CUDA build of torch"):
+        mirror.check_cpu_only([*cpu, "nvidia_cublas_cu12-12.8.4.1-py3-none-manylinux_2_27_x86_64.whl"])
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(900)
+def test_torch_installs_from_the_mirror_index_into_a_fresh_venv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full mirror (real pip download) serves CPU torch to a venv that sees no other index."""
+    monkeypatch.setenv("GPUPROV_CACHE_DIR", str(tmp_path / "cache"))
+    content = mirror.ensure_mirror_content()
+    wheels = content.root / "pypi" / "wheels"
+    torch_wheel = next(wheels.glob("torch-2.13.0+cpu-*.whl"))
+    page = (content.root / "pypi/simple/torch/index.html").read_text()
+    assert f"#sha256={hashlib.sha256(torch_wheel.read_bytes()).hexdigest()}" in page
+    assert not list(wheels.glob("nvidia*")) and not list(wheels.glob("triton*"))
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    isolated = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    isolated["PIP_CONFIG_FILE"] = os.devnull  # no find-links or extra index of this machine's pip config
+    with _serve(content.root) as url:
+        install = run(
+            venv / "bin/pip",
+            "install",
+            "--no-cache-dir",
+            "--index-url",
+            f"{url}/pypi/simple",
+            "torch==2.13.0",
+            env=isolated,
+        )
+        assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
+    version = run(venv / "bin/python", "-c", "import torch; print(torch.__version__)", env=isolated)
+    assert version.stdout.strip() == "2.13.0+cpu"

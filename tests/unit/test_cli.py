@@ -1,0 +1,92 @@
+"""The real `gpuprov` command, driven as a user would, for input it must refuse before doing anything."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gpuprov
+
+GPUPROV = [sys.executable, "-m", "gpuprov"]
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*GPUPROV, *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+def test_version():
+    proc = run("--version")
+    assert proc.returncode == 0
+    assert gpuprov.__version__ in proc.stdout
+
+
+def test_help_lists_only_working_commands():
+    proc = run("--help")
+    assert proc.returncode == 0
+    commands = proc.stdout.split("Commands:")[1].split()
+    assert commands[0] == "sandbox"
+    sandbox_help = run("sandbox", "--help").stdout
+    for verb in ("up", "down", "inventory"):
+        assert f"  {verb} " in sandbox_help
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["sandbox", "up", "--os", "centos7"], "--os 'centos7' is not supported; choose from debian12"),
+        (["sandbox", "up", "--nodes", "0"], "--nodes 0 is out of range; a sandbox has 1 to 16 nodes"),
+        (["sandbox", "up", "--nodes", "17"], "--nodes 17 is out of range"),
+        (["sandbox", "up", "--nodes", "two"], "'two' is not a valid integer"),
+        (["sandbox", "up", "--name", "Bad Name"], "sandbox name 'Bad Name' is not valid"),
+        (["sandbox", "up", "--bogus"], "No such option '--bogus'"),
+        (["-v", "-q", "sandbox", "down"], "--verbose and --quiet exclude each other"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, expected, tmp_path):
+    env = {**os.environ, "GPUPROV_STATE_DIR": str(tmp_path)}
+    proc = run(*args, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert expected in one_error_line(proc)
+    assert not list(Path(tmp_path).iterdir()), "bad input must leave nothing behind"
+
+
+def test_inventory_of_a_missing_sandbox(tmp_path):
+    proc = run(
+        "sandbox", "inventory", "--name", "nosuch", env={**os.environ, "GPUPROV_STATE_DIR": str(tmp_path)}
+    )
+    assert proc.returncode == 2
+    assert "no sandbox named 'nosuch' is up" in one_error_line(proc)
+
+
+def test_engine_that_cannot_start(tmp_path):
+    """A docker CLI with no engine and a dockerd that dies at once: one line, exit 3, nothing made."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "docker").write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
+    (fake_bin / "dockerd").write_text(
+        "#!/bin/sh\necho 'failed to start daemon: permission denied' >&2\nexit 1\n"
+    )
+    for tool in fake_bin.iterdir():
+        tool.chmod(0o755)
+    state = tmp_path / "state"
+    env = {
+        **os.environ,
+        "PATH": f"{fake_bin}:{os.environ['PATH']}",
+        "GPUPROV_STATE_DIR": str(state),
+        "GPUPROV_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    proc = run("sandbox", "up", "--name", "noengine", env=env)
+    assert proc.returncode == 3, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "the Docker engine (dockerd) exited with status 1 while starting" in line
+    assert "permission denied" in line
+    assert not state.exists()
