@@ -71,6 +71,9 @@ def sandbox_inventory(name: str) -> None:
     console.result(str(cluster.inventory_path(name)))
 
 
+# Commands that live in their own modules are registered here, one line each.
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: turn every expected failure into one line and an exit code."""
     try:
