@@ -8,6 +8,7 @@ bash scripts/setup.sh
 echo "== ruff"
 .venv/bin/ruff check src tests benchmarks examples
 .venv/bin/ruff format --check src tests benchmarks examples
+echo "== ansible-lint (production profile, see .ansible-lint)" && .venv/bin/ansible-lint roles playbooks
 
 echo "== pytest"
 exec .venv/bin/pytest "$@"

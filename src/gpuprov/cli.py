@@ -72,6 +72,14 @@ def sandbox_inventory(name: str) -> None:
 
 
 # Commands that live in their own modules are registered here, one line each.
+from gpuprov.bootstrap.command import bootstrap as bootstrap_command  # noqa: E402
+
+cli.add_command(bootstrap_command)
+
+from gpuprov.launch import commands as launch_commands  # noqa: E402
+
+for _command in launch_commands.COMMANDS:
+    cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,6 +15,9 @@ class ExitCode(enum.IntEnum):
     BAD_INPUT = 2  # an option, argument or file the user gave is wrong
     ENVIRONMENT = 3  # this machine lacks something: Docker engine, a host tool, permissions
     CONFLICT = 4  # something that gpuprov did not make is in the way (a container or network name)
+    HOSTS_FAILED = 5  # bootstrap: a task failed on at least one host
+    HOSTS_UNREACHABLE = 6  # bootstrap: at least one host could not be reached (before or during the run)
+    PREFLIGHT_FAILED = 7  # bootstrap: a host is not ready (host key, sudo, OS); nothing was applied
     INTERRUPTED = 130  # Ctrl-C
 
 

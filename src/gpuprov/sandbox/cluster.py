@@ -39,6 +39,7 @@ USER = "gpuprov"
 USER_UID = 1000
 SSH_READY_TIMEOUT_S = 90
 MIRROR_READY_TIMEOUT_S = 30
+ADDRESS_TIMEOUT_S = 20
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,30}$")
 
 
@@ -429,13 +430,21 @@ def _host_key(files: SandboxFiles, node: Node) -> str:
 
 
 def _address(container: str, net: str) -> str:
-    data = docker.inspect("container", container)
-    address = ((data or {}).get("NetworkSettings", {}).get("Networks", {}).get(net) or {}).get("IPAddress")
-    if not address:
-        raise GpuprovError(
-            f"container {container} has no address on network {net}; see `docker logs {container}`"
-        )
-    return str(address)
+    """The container's address on the sandbox network; on a busy machine it can take a moment to appear."""
+    deadline = time.monotonic() + ADDRESS_TIMEOUT_S
+    while True:
+        data = docker.inspect("container", container) or {}
+        networks = data.get("NetworkSettings", {}).get("Networks", {})
+        address = (networks.get(net) or {}).get("IPAddress")
+        if address:
+            return str(address)
+        state = data.get("State", {}).get("Status", "missing")
+        if state not in ("created", "running") or time.monotonic() > deadline:
+            raise GpuprovError(
+                f"container {container} has no address on network {net} (it is {state}); "
+                f"see `docker logs {container}`"
+            )
+        time.sleep(0.2)
 
 
 def _wait_for_http(url: str) -> None:

@@ -47,8 +47,11 @@ LABEL_HASH = "gpuprov.image.hash"
 # What `docker run` needs for systemd as PID 1 on this kind of host (cgroup v1, --privileged fails).
 # SIGRTMIN+3 asks systemd to shut down; the default SIGTERM only makes it re-execute itself, so `docker
 # stop` would wait 10 s and kill it. (`docker import` cannot set STOPSIGNAL in the image.)
+# NET_ADMIN lets the firewall (ufw, firewalld) and the network sysctls work in the container's own network
+# namespace.
 RUN_ARGS: tuple[str, ...] = (
     "--cap-add", "SYS_ADMIN",
+    "--cap-add", "NET_ADMIN",
     "--security-opt", "seccomp=unconfined",
     "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro",
     "--tmpfs", "/run",
@@ -97,6 +100,28 @@ ExecStartPre=/usr/sbin/sshd -t
 """
 
 SUDOERS = f"{USER} ALL=(ALL:ALL) NOPASSWD: ALL\n"
+
+# Docker mounts /proc/sys read-only. The container has its own network namespace, whose sysctls (e.g.
+# net.ipv4.tcp_rmem) are its own, so the node makes /proc/sys/net writable at boot, as on a real host.
+# Keys the kernel keeps global or read-only in a network namespace (vm.*, net.core.rmem_max,
+# net.core.netdev_max_backlog ...) stay unsettable, and roles must be told to tolerate them.
+NET_SYSCTL_UNIT_NAME = "gpuprov-sandbox-net-sysctl.service"
+NET_SYSCTL_UNIT = """\
+[Unit]
+Description=gpuprov sandbox: make this container's network namespace sysctls writable
+DefaultDependencies=no
+Before=sysinit.target systemd-sysctl.service
+ConditionPathIsReadWrite=!/proc/sys/net
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/mount --bind /proc/sys/net /proc/sys/net
+ExecStart=/bin/mount -o remount,bind,rw /proc/sys/net
+
+[Install]
+WantedBy=sysinit.target
+"""
 
 # Rocky 9's own /etc/dnf/dnf.conf. Repositories come from the sandbox mirror only.
 DNF_CONF = """\
@@ -149,6 +174,9 @@ def _ubuntu_like(version: str, codename: str, nickname: str) -> OsSpec:
     return OsSpec(
         name=f"ubuntu{release}",
         kind="ubuntu-like",
+        # netbase: /etc/protocols and /etc/services, which every real server has (minbase leaves them out).
+        # ufw: Ubuntu's own firewall, installed (inactive) on every Ubuntu server.
+        extra_packages=("netbase", "ufw"),
         files=(
             ("/usr/lib/os-release", os_release),
             ("/etc/lsb-release", lsb_release),
@@ -185,7 +213,8 @@ def _rocky_like(version: str, nickname: str, support_end: str) -> OsSpec:
     return OsSpec(
         name=f"rocky{major}",
         kind="rocky-like",
-        extra_packages=RPM_PACKAGES,
+        # Rocky's firewall, enabled on every Rocky server; Debian's build here (the rpm database is empty).
+        extra_packages=(*RPM_PACKAGES, "netbase", "firewalld"),
         files=(
             ("/usr/lib/os-release", os_release),
             ("/etc/rocky-release", f"Rocky Linux release {version} ({nickname})\n"),
@@ -210,7 +239,8 @@ def _rocky_like(version: str, nickname: str, support_end: str) -> OsSpec:
 _OSES: dict[str, OsSpec] = {
     spec.name: spec
     for spec in (
-        OsSpec(name="debian12", kind="debian"),
+        # Debian installs no firewall by default; the sandbox's Debian hosts have ufw, as many admins add.
+        OsSpec(name="debian12", kind="debian", extra_packages=("netbase", "ufw")),
         _ubuntu_like("22.04.4", "jammy", "Jammy Jellyfish"),
         _rocky_like("9.4", "Blue Onyx", "2032-05-31"),
     )
@@ -608,6 +638,8 @@ def _configure_sshd(rootfs: Path) -> None:
 
 def _configure_systemd(rootfs: Path, log: IO[str], log_path: Path) -> None:
     _chroot(rootfs, ["systemctl", "enable", "ssh.service"], log, log_path)
+    _write(rootfs, f"/etc/systemd/system/{NET_SYSCTL_UNIT_NAME}", NET_SYSCTL_UNIT)
+    _chroot(rootfs, ["systemctl", "enable", NET_SYSCTL_UNIT_NAME], log, log_path)
     _chroot(rootfs, ["systemctl", "mask", *MASKED_UNITS], log, log_path)
     # An empty machine-id makes systemd generate one per container; dbus reads the same file.
     _write(rootfs, "/etc/machine-id", "", mode=0o444)

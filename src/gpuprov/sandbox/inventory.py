@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import shlex
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpuprov.sandbox import standins
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,28 @@ def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
         "gpuprov_sandbox=true",
         f"gpuprov_mirror_url={ctx.mirror_url}",
         f"gpuprov_mirror_key_fingerprint={ctx.mirror_key_fingerprint}",
+        # The NVIDIA roles: the mirror's CUDA repositories and their key (file named like NVIDIA's
+        # 3bf863cc.pub), metadata signatures checked too. Containers run the host's kernel (no headers to
+        # install), have no GPUs, and cannot reboot: the roles report "reboot required" instead.
+        f"nvidia_driver_repo_base_url={ctx.mirror_url}/cuda/repos",
+        f"nvidia_driver_repo_key_file={ctx.mirror_key_fingerprint[-8:].lower()}.pub",
+        f"nvidia_driver_repo_key_fingerprint={ctx.mirror_key_fingerprint}",
+        "nvidia_driver_repo_metadata_gpgcheck=true",
+        "nvidia_driver_kernel_headers=false",
+        "nvidia_driver_allow_no_gpu=true",
+        "nvidia_driver_reboot=false",
+        # network_tuning and python_env. A container cannot set global sysctls (vm.*), raise its memlock hard
+        # limit or load kernel modules: the role reports what it could not apply instead of failing.
+        # PyTorch (CPU build: no GPU) and pip packages come from the mirror's wheel index over plain HTTP;
+        # conda from the mirror's stand-in Miniforge installer, checked by its sha256.
+        "network_tuning_tolerate_unsettable=true",
+        "network_tuning_rdma_load_modules=false",
+        "python_env_allow_cpu_torch=true",
+        f"python_env_pytorch_index_url={ctx.mirror_url}/pypi/simple",
+        f"python_env_pip_index_url={ctx.mirror_url}/pypi/simple",
+        f"python_env_pip_trusted_hosts={[urllib.parse.urlsplit(ctx.mirror_url).hostname]!r}",
+        f"python_env_conda_installer_url={ctx.mirror_url}/conda/{standins.CONDA_INSTALLER_NAME}",
+        f"python_env_conda_installer_sha256={standins.conda_installer_sha256()}",
         "",
     ]
     return "\n".join(lines)

@@ -8,6 +8,7 @@ HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points
     cuda/repos/*/x86_64/<keyid>.pub                                   the public key, as NVIDIA's 3bf863cc.pub
     keys/gpuprov-sandbox.asc                                          the same key
     pypi/simple/, pypi/wheels/                                        PEP 503 index: CPU torch and its deps
+    conda/Miniforge3-*.sh                                             stand-in Miniforge installer (+ .sha256)
 
 The packages are the stand-ins of gpuprov.sandbox.standins. A build happens only when the content hash
 (catalogue, this builder's source, wheel spec) has no finished directory yet; it is made in a temporary
@@ -172,6 +173,7 @@ def _build(catalogue: Catalogue, wheels: WheelSpec | None, cache: Path, root: Pa
             # The wheel download is mostly waiting and copying: run it beside the package builds.
             download = downloader.submit(_wheelhouse, wheels, cache) if wheels else None
             _build_repositories(catalogue, work / "staging", out, key)
+            _write_conda(out / "conda")
             if download is not None:
                 _write_pypi(out / "pypi", download.result())
         shutil.rmtree(work / "staging")
@@ -554,6 +556,19 @@ def _rpm_repository(repo_dir: Path, rpms: Sequence[Path], key: SigningKey) -> No
     _run(["createrepo_c", "--quiet", "--workers", "1", str(repo_dir)])
     repomd = repo_dir / "repodata" / "repomd.xml"
     _sign(key, "--armor", "--detach-sign", "--output", f"{repomd}.asc", str(repomd))
+
+
+# --------------------------------------------------------------------------------------------------------
+# conda
+
+
+def _write_conda(conda: Path) -> None:
+    """The stand-in Miniforge installer, and its sha256 as Miniforge publishes it (`sha256  name`)."""
+    conda.mkdir(parents=True)
+    (conda / standins.CONDA_INSTALLER_NAME).write_bytes(standins.conda_installer())
+    (conda / f"{standins.CONDA_INSTALLER_NAME}.sha256").write_text(
+        f"{standins.conda_installer_sha256()}  {standins.CONDA_INSTALLER_NAME}\n"
+    )
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
 import json
 import struct
 from dataclasses import dataclass
@@ -1101,3 +1102,103 @@ _NVIDIA_CONTAINER_RUNTIME_HOOK = """\
 # gpuprov sandbox stand-in for NVIDIA's nvidia-container-runtime-hook @VERSION@: there are no GPUs to inject.
 exit 0
 """
+
+
+# --------------------------------------------------------------------------------------------------------
+# A stand-in Miniforge installer, served by the mirror for the python_env role's conda path: the real one
+# (about 80 MiB, from GitHub) cannot be downloaded here. It supports exactly what the role uses: the
+# installer's batch mode (`-b -p PREFIX`), and `conda --version` and `conda create --yes --prefix P
+# --override-channels --channel=C... python=X.Y`, which makes a venv of the host's Python X.Y (stand-in
+# for conda's Python) that pip then fills as in a real conda environment.
+
+CONDA_INSTALLER_NAME = "Miniforge3-24.11.3-0-Linux-x86_64.sh"
+CONDA_VERSION = "24.11.3"
+
+_CONDA = """\
+#!/bin/sh
+# gpuprov sandbox stand-in for conda @VERSION@ (Miniforge): a shell script, no conda code. It implements
+# `conda --version` and `conda create --yes --prefix P [--override-channels] [--channel=C]... python=X.Y`,
+# which makes a venv of the host's /usr/bin/pythonX.Y in place of conda's Python.
+set -eu
+case "${1:-}" in
+    --version|-V) echo "conda @VERSION@"; exit 0 ;;
+    create) shift ;;
+    *) echo "conda (gpuprov sandbox stand-in) implements only --version and create" >&2; exit 2 ;;
+esac
+prefix=""
+python=""
+yes=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -y|--yes) yes=1 ;;
+        -p|--prefix) shift; prefix=$1 ;;
+        --prefix=*) prefix=${1#--prefix=} ;;
+        -c|--channel) shift ;;
+        --channel=*|--override-channels|-q|--quiet) ;;
+        python=*) python=${1#python=} ;;
+        *) echo "PackagesNotFoundError: $1 (this conda stand-in installs only python=X.Y)" >&2; exit 1 ;;
+    esac
+    shift
+done
+if [ -z "$prefix" ] || [ "$yes" != 1 ]; then
+    echo "conda create (gpuprov sandbox stand-in): needs --yes and --prefix PATH" >&2
+    exit 2
+fi
+if [ -e "$prefix" ]; then
+    echo "CondaValueError: prefix already exists: $prefix" >&2
+    exit 1
+fi
+interpreter=/usr/bin/python${python:-3}
+if [ ! -x "$interpreter" ]; then
+    echo "PackagesNotFoundError: python=$python (this stand-in uses the host's $interpreter, missing)" >&2
+    exit 1
+fi
+"$interpreter" -m venv "$prefix"
+mkdir -p "$prefix/conda-meta"
+echo "python=$python via $interpreter (gpuprov sandbox stand-in for conda @VERSION@)" \\
+    > "$prefix/conda-meta/history"
+echo "done"
+"""
+
+_CONDA_INSTALLER = """\
+#!/bin/sh
+# gpuprov sandbox stand-in for the Miniforge3 @VERSION@-0 installer (Linux x86_64): a shell script, no conda
+# code. It implements batch mode, `-b -p PREFIX`, and installs a stand-in `conda` (see PREFIX/STANDIN).
+set -eu
+batch=0
+prefix="${HOME}/miniforge3"
+while getopts "bhp:" option; do
+    case "$option" in
+        b) batch=1 ;;
+        p) prefix=$OPTARG ;;
+        h) echo "usage: $0 -b [-p PREFIX]  (gpuprov sandbox stand-in for Miniforge3)"; exit 0 ;;
+        *) exit 2 ;;
+    esac
+done
+if [ "$batch" != 1 ]; then
+    echo "this gpuprov sandbox stand-in installs in batch mode only (-b)" >&2
+    exit 2
+fi
+if [ -e "$prefix" ]; then
+    echo "ERROR: File or directory already exists: '$prefix'" >&2
+    exit 1
+fi
+echo "PREFIX=$prefix"
+mkdir -p "$prefix/bin" "$prefix/conda-meta" "$prefix/envs"
+cat > "$prefix/bin/conda" <<'CONDA_SCRIPT'
+@CONDA@CONDA_SCRIPT
+chmod 0755 "$prefix/bin/conda"
+echo "Miniforge3 @VERSION@-0 here is a gpuprov sandbox stand-in: conda is a small shell script." \
+    > "$prefix/STANDIN"
+echo "installation finished."
+"""
+
+
+def conda_installer() -> bytes:
+    """The stand-in Miniforge installer the mirror serves at conda/<CONDA_INSTALLER_NAME>."""
+    conda = _CONDA.replace("@VERSION@", CONDA_VERSION)
+    return _CONDA_INSTALLER.replace("@VERSION@", CONDA_VERSION).replace("@CONDA@", conda).encode()
+
+
+def conda_installer_sha256() -> str:
+    return hashlib.sha256(conda_installer()).hexdigest()

@@ -34,6 +34,19 @@ def test_inventory_lists_nodes_and_keeps_host_key_checking_on(tmp_path):
     assert parser["gpu_nodes:vars"]["gpuprov_mirror_url"] == "http://10.0.0.9"
 
 
+def test_inventory_points_the_nvidia_roles_at_the_mirror(tmp_path):
+    text = inventory.render([inventory.NodeEntry("node1", "10.0.0.2", "debian12")], context(tmp_path))
+    parser = configparser.ConfigParser(allow_no_value=True, delimiters=("=",))
+    parser.read_string(text.replace("#", ";"))
+    group = parser["gpu_nodes:vars"]
+    assert group["nvidia_driver_repo_base_url"] == "http://10.0.0.9/cuda/repos"
+    assert group["nvidia_driver_repo_key_file"] == "aaaaaaaa.pub"  # last 8 hex of the fingerprint
+    assert group["nvidia_driver_repo_key_fingerprint"] == "A" * 40
+    assert group["nvidia_driver_repo_metadata_gpgcheck"] == "true"
+    assert (group["nvidia_driver_allow_no_gpu"], group["nvidia_driver_reboot"]) == ("true", "false")
+    assert group["nvidia_driver_kernel_headers"] == "false"
+
+
 def test_known_hosts_lines():
     text = inventory.render_known_hosts(
         [("10.0.0.2", "ssh-ed25519 AAAA1"), ("10.0.0.3", "ssh-ed25519 AAAA2")]

@@ -1,0 +1,231 @@
+"""Launch and teardown latency of `gpuprov launch` on 2 and 4 sandbox nodes, against plain ssh + torchrun.
+
+    .venv/bin/python benchmarks/launch.py [--nodes 2,4] [--repeat 3] [--keep]
+
+Launch latency: from the command's start until every rank has printed its first line, for
+  - gpuprov: `gpuprov launch --nodes N script` (preflight, push, start, streamed output included);
+  - baseline: the usual loop, one host after the other: `scp script host:` then `ssh host torchrun ... &`,
+    measured in the same run on the same nodes.
+Teardown latency: a rank exits non-zero (it prints time.time() just before) until gpuprov has exited,
+which it does only after every host reported no process of the job left (checked again afterwards).
+For contrast, the same failure with the plain ssh + torchrun loop: the other node's ranks keep running
+(measured up to a cap, then cleaned up).
+
+Starts its own sandbox (name bench-launch-*) with the Python env the tests use, and removes it after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.integration.conftest import Sandbox, start_sandbox  # noqa: E402
+from tests.integration.launch.conftest import provision_python_env  # noqa: E402
+
+BIN = REPO / ".venv" / "bin"
+PYTHON = "/opt/gpuprov/envs/train/bin/python"
+BASELINE_CAP_S = 20.0
+
+FIRST_LINE = 'import os\nprint("first line of rank", os.environ["RANK"], flush=True)\n'
+CRASHER = """import os, sys, time
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+print("first line of rank", rank, flush=True)
+if rank == world - 1:
+    time.sleep(2)
+    print("EXITING_AT", repr(time.time()), flush=True)
+    sys.exit(3)
+time.sleep(300)
+"""
+
+
+def gpuprov_launch(env: dict[str, str], nodes: int, script: Path, extra: list[str]) -> tuple[float, str, int]:
+    """Seconds until all ranks' first lines were seen; the output; gpuprov's exit code."""
+    began = time.monotonic()
+    proc = subprocess.Popen(
+        [str(BIN / "gpuprov"), "launch", "--nodes", str(nodes), *extra, str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    seen: set[str] = set()
+    latency = float("nan")
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "first line of rank" in line:
+            seen.add(line.split()[-1])
+            if len(seen) == nodes:
+                latency = time.monotonic() - began
+    proc.wait()
+    return latency, "".join(lines), proc.returncode
+
+
+def ssh_base(inventory_vars: dict[str, str]) -> list[str]:
+    return [
+        "-i", inventory_vars["key"], "-o", f"UserKnownHostsFile={inventory_vars['known_hosts']}",
+        "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+    ]  # fmt: skip
+
+
+def baseline_launch(
+    addresses: list[str], ssh: list[str], script: Path, marker: str, cap: float
+) -> tuple[float, list[subprocess.Popen[str]]]:
+    """The usual sequential loop: scp the script, then ssh torchrun in the background, host after host."""
+    began = time.monotonic()
+    procs = []
+    master = addresses[0]
+    for rank, address in enumerate(addresses):
+        subprocess.run(["scp", "-q", *ssh, str(script), f"gpuprov@{address}:bench_{script.name}"], check=True)
+        command = (
+            f"BENCH_ID={marker} {PYTHON} -m torch.distributed.run --nnodes {len(addresses)} "
+            f"--nproc-per-node 1 --node-rank {rank} --master-addr {master} --master-port 29650 "
+            f"bench_{script.name}"
+        )
+        procs.append(
+            subprocess.Popen(
+                ["ssh", *ssh, f"gpuprov@{address}", command],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    seen = 0
+    for proc in procs:  # each host runs one rank: read until its first line
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "first line of rank" in line:
+                seen += 1
+                break
+    latency = time.monotonic() - began if seen == len(addresses) else float("nan")
+    return latency, procs
+
+
+def kill_marked(containers: list[str], marker: str) -> None:
+    """Remove the baseline's processes: those whose environment has BENCH_ID=marker (nothing else)."""
+    script = (
+        f"for p in /proc/[0-9]*; do grep -qa 'BENCH_ID={marker}' $p/environ 2>/dev/null && "
+        "kill -9 ${p#/proc/}; done; true"
+    )
+    for name in containers:
+        subprocess.run(["docker", "exec", name, "sh", "-c", script], capture_output=True)
+
+
+def leftovers(containers: list[str], job_id: str) -> int:
+    script = f"grep -la 'GPUPROV_JOB_ID={job_id}' /proc/[0-9]*/environ 2>/dev/null | wc -l"
+    return sum(
+        int(
+            subprocess.run(["docker", "exec", c, "sh", "-c", script], capture_output=True, text=True).stdout
+            or 0
+        )
+        for c in containers
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", default="2,4")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the sandbox afterwards")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.nodes.split(",")]
+
+    state = Path(tempfile.mkdtemp(prefix="gpuprov-bench-"))
+    env = {**os.environ, "GPUPROV_STATE_DIR": str(state), "GPUPROV_CACHE_DIR": os.environ.get(
+        "GPUPROV_CACHE_DIR", str(Path.home() / ".cache" / "gpuprov"))}  # fmt: skip
+    name = f"bench-launch-{uuid.uuid4().hex[:6]}"
+    print(f"starting sandbox {name} with {max(counts)} nodes and the Python env ...", flush=True)
+    sandbox: Sandbox = start_sandbox(name, env, "--nodes", str(max(counts)))
+    try:
+        t = time.monotonic()
+        provision_python_env(sandbox)
+        print(f"env ready in {time.monotonic() - t:.0f} s", flush=True)
+        env["GPUPROV_INVENTORY"] = str(sandbox.inventory)
+        sandbox_dir = sandbox.inventory.parent
+        ssh = ssh_base(
+            {"key": str(sandbox_dir / "id_ed25519"), "known_hosts": str(sandbox_dir / "known_hosts")}
+        )
+        addresses = [
+            line.split("ansible_host=")[1].split()[0]
+            for line in sandbox.inventory.read_text().splitlines()
+            if "ansible_host=" in line
+        ]
+        containers = [f"gpuprov-{name}-node{i}" for i in range(1, max(counts) + 1)]
+        work = state / "scripts"
+        work.mkdir()
+        first_line, crasher = work / "first_line.py", work / "crasher.py"
+        first_line.write_text(FIRST_LINE)
+        crasher.write_text(CRASHER)
+
+        rows = []
+        for n in counts:
+            ours, theirs = [], []
+            for _ in range(args.repeat):
+                latency, out, code = gpuprov_launch(env, n, first_line, [])
+                assert code == 0, out
+                ours.append(latency)
+                marker = uuid.uuid4().hex[:8]
+                latency, procs = baseline_launch(addresses[:n], ssh, first_line, marker, BASELINE_CAP_S)
+                for proc in procs:
+                    proc.wait(timeout=60)
+                theirs.append(latency)
+            rows.append((f"launch, {n} nodes", statistics.median(ours), statistics.median(theirs)))
+
+            # Teardown: gpuprov
+            downs = []
+            for _ in range(args.repeat):
+                _, out, code = gpuprov_launch(env, n, crasher, ["--grace", "5"])
+                ended = time.time()
+                assert code == 1, out
+                exited_at = float(next(line for line in out.splitlines() if "EXITING_AT" in line).split()[-1])
+                job_id = next(
+                    w for w in out.split() if w.count("-") == 2 and w[:8].isdigit() and len(w) == 20
+                )
+                assert leftovers(containers[:n], job_id) == 0, f"processes of {job_id} left"
+                downs.append(ended - exited_at)
+            # Teardown: the plain loop (peers keep running: measured up to the cap).
+            marker = uuid.uuid4().hex[:8]
+            _, procs = baseline_launch(addresses[:n], ssh, crasher, marker, BASELINE_CAP_S)
+            began = time.time()
+            deadline = time.monotonic() + BASELINE_CAP_S
+            while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+                time.sleep(0.1)
+            plain = time.time() - began + 2.0  # +2 s: the crashing rank sleeps 2 s after its first line
+            still = sum(p.poll() is None for p in procs)
+            kill_marked(containers[:n], marker)
+            for proc in procs:
+                proc.kill()
+            rows.append(
+                (f"teardown, {n} nodes", statistics.median(downs), plain if not still else float("inf"))
+            )
+
+        print()
+        heading = f"measure (median of {args.repeat})"
+        print(f"{heading:<28} {'gpuprov':>10} {'ssh loop':>12} {'ratio':>8}")
+        for label, ours_s, theirs_s in rows:
+            theirs_text = f">{BASELINE_CAP_S:.0f} s" if theirs_s == float("inf") else f"{theirs_s:.2f} s"
+            ratio = "-" if theirs_s == float("inf") else f"{theirs_s / ours_s:.2f}x"
+            print(f"{label:<28} {ours_s:>8.2f} s {theirs_text:>12} {ratio:>8}")
+        print("\n(ratio = ssh loop / gpuprov; '>20 s': the other nodes' ranks were still running at the cap)")
+    finally:
+        if not args.keep:
+            subprocess.run(
+                [str(BIN / "gpuprov"), "sandbox", "down", "--name", name], env=env, capture_output=True
+            )
+            shutil.rmtree(state, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""The lock check for playbooks/site.yml: the same code `gpuprov bootstrap` runs (gpuprov.lock)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+def _lock_module() -> Any:
+    try:
+        from gpuprov import lock
+    except ImportError:  # a source checkout used with plain ansible-playbook, gpuprov not installed
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+        from gpuprov import lock
+    return lock
+
+
+def gpu_stack_conflicts(locks: Mapping[str, Any], table: Mapping[str, Any]) -> list[str]:
+    """One message per conflict, for a mapping host -> that host's `gpu_stack` (None when unset).
+
+    Hosts with the same lock are checked once and named together.
+    """
+    lock = _lock_module()
+    groups: list[tuple[Any, list[str]]] = []
+    for host, stack in locks.items():
+        for known, hosts in groups:
+            if known == stack:
+                hosts.append(host)
+                break
+        else:
+            groups.append((stack, [host]))
+    messages = []
+    for stack, hosts in groups:
+        where = ", ".join(hosts) if len(hosts) <= 5 else f"{', '.join(hosts[:5])} and {len(hosts) - 5} more"
+        if stack is None:
+            sample = "inventory/sample/group_vars/all/gpu_stack.yml"
+            messages.append(f"{where}: gpu_stack is not set; copy {sample} into your inventory")
+            continue
+        problems = lock.check(dict(stack) if isinstance(stack, Mapping) else stack, table)
+        messages += [f"{where}: {problem}" for problem in problems]
+    return messages
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"gpu_stack_conflicts": gpu_stack_conflicts}

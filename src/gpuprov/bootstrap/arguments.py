@@ -1,0 +1,187 @@
+"""Every argument gpuprov gives ansible-runner, built in this one module (and unit-tested as built).
+
+Extra variables travel as a dict (runner writes them to its private data dir and passes `-e @file`), never
+as hand-quoted `-e` strings. Ansible is configured through environment variables rather than an
+ansible.cfg, so a user's own ansible.cfg cannot turn host key checking off or slow a run down:
+
+- ANSIBLE_HOST_KEY_CHECKING=True: ansible-runner turns it off unless told; gpuprov never does.
+- ANSIBLE_PIPELINING=True: a module runs in one SSH round trip instead of four (mkdir, put, chmod, run).
+- ControlMaster/ControlPersist: one SSH connection per host for the whole run, kept for the next run.
+- ANSIBLE_GATHERING=smart with a jsonfile fact cache under gpuprov's state dir: facts are gathered once
+  per host and reused by later plays and by runs within FACT_CACHE_TIMEOUT_S.
+- forks = number of hosts (capped): every host works at once, not five at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuprov import paths, resources
+from gpuprov.errors import BadInput
+
+PLAYBOOKS = {"bootstrap": "site.yml"}  # CLI verb -> playbook under playbooks/
+MAX_FORKS = 100
+FACT_CACHE_TIMEOUT_S = 600
+SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=120s -o ServerAliveInterval=15"
+PEXPECT_TIMEOUT_S = 0.25  # how often runner asks the cancel callback (and so how fast Ctrl-C acts)
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the user asked for on the command line."""
+
+    inventory: Path
+    extra_vars: tuple[str, ...] = ()  # as given: KEY=VALUE or @FILE, in order
+    limit: str | None = None
+    tags: tuple[str, ...] = ()
+    skip_tags: tuple[str, ...] = ()
+    check: bool = False
+    diff: bool = False
+    forks: int | None = None
+    json_output: bool = False
+    verbosity: int = 0
+    playbook: Path = field(default_factory=lambda: playbook_path("bootstrap"))
+
+
+def playbook_path(verb: str) -> Path:
+    return resources.data_dir("playbooks") / PLAYBOOKS[verb]
+
+
+# ----- -e ----------------------------------------------------------------------------------------------
+
+
+def parse_extra_vars(items: Sequence[str]) -> dict[str, Any]:
+    """-e KEY=VALUE and -e @FILE (YAML or JSON) merged in order, as ansible-playbook would (later wins)."""
+    result: dict[str, Any] = {}
+    for item in items:
+        if item.startswith("@"):
+            result.update(_vars_file(Path(item[1:]).expanduser()))
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise BadInput(f"-e {item!r}: give KEY=VALUE or @FILE")
+        if not key.isidentifier():
+            raise BadInput(f"-e {item!r}: {key!r} is not a valid variable name")
+        result[key] = value
+    return result
+
+
+def _vars_file(path: Path) -> dict[str, Any]:
+    import yaml
+
+    if not path.is_file():
+        raise BadInput(f"-e @{path}: no such file; give the path of a YAML or JSON file of variables")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise BadInput(f"-e @{path}: cannot be read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise BadInput(f"-e @{path}{where}: not valid YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise BadInput(f"-e @{path}: must be a mapping of variable names to values")
+    return {str(k): v for k, v in data.items()}
+
+
+# ----- runner ------------------------------------------------------------------------------------------
+
+
+def forks_for(host_count: int, requested: int | None) -> int:
+    if requested is not None:
+        if requested < 1:
+            raise BadInput(f"--forks {requested}: give 1 or more")
+        return requested
+    return max(1, min(host_count, MAX_FORKS))
+
+
+def search_path() -> str:
+    """PATH with the directory of gpuprov's Python first: runner finds the ansible-playbook installed with
+    gpuprov (and Ansible its ssh helpers), even when the virtualenv is not activated."""
+    here = str(Path(sys.executable).parent)
+    rest = [p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p and p != here]
+    return os.pathsep.join([here, *rest])
+
+
+def fact_cache_dir(inventory: Path) -> Path:
+    """One fact cache per inventory, so two clusters with the same host names never share facts."""
+    digest = hashlib.sha256(str(inventory.resolve()).encode()).hexdigest()[:12]
+    return paths.state_dir() / "facts" / digest
+
+
+def envvars() -> dict[str, str]:
+    return {
+        "PATH": search_path(),
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_SSH_ARGS": SSH_ARGS,
+        "ANSIBLE_GATHERING": "smart",
+        "ANSIBLE_CACHE_PLUGIN_TIMEOUT": str(FACT_CACHE_TIMEOUT_S),
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_NOCOLOR": "True",
+        "ANSIBLE_FORCE_COLOR": "False",
+        "ANSIBLE_LOCALHOST_WARNING": "False",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
+    }
+
+
+def runner_kwargs(
+    options: Options,
+    *,
+    extravars: Mapping[str, Any],
+    host_count: int,
+    private_data_dir: Path,
+    artifact_dir: Path,
+    ident: str,
+) -> dict[str, Any]:
+    """The keyword arguments of ansible_runner.run() for this bootstrap."""
+    cmdline = []
+    if options.check:
+        cmdline.append("--check")
+    if options.diff:
+        cmdline.append("--diff")
+    kwargs: dict[str, Any] = {
+        "private_data_dir": str(private_data_dir),
+        "project_dir": str(options.playbook.parent),
+        "playbook": options.playbook.name,
+        "inventory": str(options.inventory.resolve()),
+        "roles_path": [str(resources.data_dir("roles"))],
+        "extravars": dict(extravars),
+        "forks": forks_for(host_count, options.forks),
+        "envvars": envvars(),
+        "settings": {"pexpect_timeout": PEXPECT_TIMEOUT_S, "suppress_ansible_output": True},
+        "artifact_dir": str(artifact_dir),
+        "ident": ident,
+        "fact_cache_type": "jsonfile",
+        "fact_cache": str(fact_cache_dir(options.inventory)),
+        "rotate_artifacts": 0,  # gpuprov rotates whole run directories itself (runs.py)
+        "quiet": True,  # events reach the terminal through gpuprov's display, not runner's echo
+        "verbosity": options.verbosity or None,
+    }
+    if options.limit:
+        kwargs["limit"] = options.limit
+    if options.tags:
+        kwargs["tags"] = ",".join(options.tags)
+    if options.skip_tags:
+        kwargs["skip_tags"] = ",".join(options.skip_tags)
+    if cmdline:
+        kwargs["cmdline"] = " ".join(cmdline)
+    return kwargs
+
+
+def describe(kwargs: Mapping[str, Any]) -> str:
+    """The arguments for the run log, without extra variables' values (they may hold secrets)."""
+    shown = {k: v for k, v in kwargs.items() if k != "extravars"}
+    shown["extravars"] = sorted(kwargs.get("extravars", {}))
+    return json.dumps(shown, indent=2, sort_keys=True, default=str)

@@ -1,0 +1,78 @@
+"""The `gpuprov bootstrap` command: parse and validate input, then call gpuprov.bootstrap.run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gpuprov import console
+
+
+@click.command("bootstrap")
+@click.argument("inventory", type=click.Path(path_type=Path, dir_okay=True, exists=False))
+@click.option(
+    "-e",
+    "--extra-vars",
+    "extra_vars",
+    multiple=True,
+    metavar="KEY=VALUE|@FILE",
+    help="A variable for the roles (e.g. a lock: -e @lock.yml); repeatable, later ones win.",
+)
+@click.option("--limit", metavar="PATTERN", help="Only the hosts matching this Ansible host pattern.")
+@click.option(
+    "--tags", multiple=True, metavar="TAGS", help="Only tasks with these tags (comma list; repeatable)."
+)
+@click.option(
+    "--skip-tags", multiple=True, metavar="TAGS", help="Skip tasks with these tags (comma list; repeatable)."
+)
+@click.option("--check", is_flag=True, help="Dry run: report what would change, change nothing.")
+@click.option("--diff", is_flag=True, help="Show the changes made to files.")
+@click.option(
+    "--forks", type=click.IntRange(min=1), help="Hosts worked on at once [default: all, up to 100]."
+)
+@click.option("--json", "json_output", is_flag=True, help="Print the run's summary as JSON on stdout.")
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="More detail: -v shows every task result; -vv and more raise Ansible's verbosity in the run log.",
+)
+def bootstrap(
+    inventory: Path,
+    extra_vars: tuple[str, ...],
+    limit: str | None,
+    tags: tuple[str, ...],
+    skip_tags: tuple[str, ...],
+    check: bool,
+    diff: bool,
+    forks: int | None,
+    json_output: bool,
+    verbose: int,
+) -> None:
+    """Install the GPU stack (driver, CUDA, cuDNN, NCCL, network tuning, PyTorch env) on INVENTORY's hosts.
+
+    Hosts come from the inventory's gpu_nodes group (all hosts if it has none). Every host is checked first
+    (SSH with host key checking, sudo, OS, the compatibility lock); nothing is applied unless all pass.
+    """
+    from gpuprov.bootstrap import Options, run
+
+    if verbose:
+        console.set_verbosity(console.Verbosity.VERBOSE)
+    options = Options(
+        inventory=inventory,
+        extra_vars=extra_vars,
+        limit=limit,
+        tags=_split(tags),
+        skip_tags=_split(skip_tags),
+        check=check,
+        diff=diff,
+        forks=forks,
+        json_output=json_output,
+        verbosity=max(0, verbose - 1),
+    )
+    run(options)
+
+
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())

@@ -1,0 +1,219 @@
+"""Checks before Ansible touches any host, on all hosts at once; every problem is reported, not the first.
+
+Per host, over one SSH session with host key checking on: the host answers and knows our key, become
+(sudo) works without a prompt or with the inventory's become password, python3 is there for Ansible, and
+the OS is one the roles support. Then the compatibility lock (`gpu_stack`) is checked against gpuprov's table.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import paramiko
+
+from gpuprov import hosts
+from gpuprov.errors import BadInput, ExitCode, GpuprovError
+
+SUPPORTED = {
+    "ubuntu": ("20.04", "22.04", "24.04"),
+    "debian": ("12",),
+    "rocky": ("8", "9"),
+}
+SUPPORTED_TEXT = "Ubuntu 20.04/22.04/24.04, Debian 12, Rocky Linux 8/9"
+SSH_TIMEOUT_S = 10
+COMMAND_TIMEOUT_S = 20
+MAX_PARALLEL = 32
+
+
+@dataclass(frozen=True)
+class Problem:
+    host: str  # a host name, or "(lock)" for the compatibility lock
+    check: str  # ssh | host key | become | python | os | lock
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"host": self.host, "check": self.check, "message": self.message}
+
+
+@dataclass(frozen=True)
+class HostReport:
+    host: str
+    os: str  # "Debian 12", or "" when unknown
+    problems: tuple[Problem, ...]
+
+
+def run(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> tuple[list[HostReport], list[Problem]]:
+    """Check every host in parallel, then the lock; returns per-host reports and the lock's problems."""
+    workers = max(1, min(len(inventory.hosts), MAX_PARALLEL))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight") as pool:
+        reports = list(pool.map(lambda host: check_host(host, extravars), inventory.hosts))
+    return reports, check_lock(inventory, extravars)
+
+
+def exit_code(reports: list[HostReport], lock_problems: list[Problem]) -> ExitCode:
+    problems = [p for r in reports for p in r.problems]
+    if any(p.check == "ssh" for p in problems):
+        return ExitCode.HOSTS_UNREACHABLE
+    if problems:
+        return ExitCode.PREFLIGHT_FAILED
+    if lock_problems:
+        return ExitCode.BAD_INPUT
+    return ExitCode.OK
+
+
+def check_host(host: hosts.Host, extravars: Mapping[str, Any]) -> HostReport:
+    try:
+        client = hosts.connect(host, timeout=SSH_TIMEOUT_S)
+    except hosts.HostKeyProblem as exc:
+        return HostReport(host.name, "", (Problem(host.name, "host key", _without_name(exc, host)),))
+    except (hosts.Unreachable, BadInput) as exc:
+        return HostReport(host.name, "", (Problem(host.name, "ssh", _without_name(exc, host)),))
+    problems: list[Problem] = []
+    try:
+        os_release = _run(client, "cat /etc/os-release")
+        os_name, os_problem = check_os(os_release.stdout if os_release.code == 0 else "")
+        if os_problem:
+            problems.append(Problem(host.name, "os", os_problem))
+        python = _run(client, "command -v python3")
+        interpreter = str(host.vars.get("ansible_python_interpreter") or "")
+        if interpreter and "{{" not in interpreter:
+            python = _run(client, f"test -x {shlex.quote(interpreter)} && echo {shlex.quote(interpreter)}")
+        if python.code != 0 or not python.stdout.strip():
+            wanted = interpreter or "python3"
+            problems.append(
+                Problem(host.name, "python", f"{wanted} not found; Ansible needs Python 3 on the host")
+            )
+        become = check_become(client, host, extravars)
+        if become:
+            problems.append(Problem(host.name, "become", become))
+    except (OSError, EOFError, paramiko.SSHException) as exc:
+        problems.append(Problem(host.name, "ssh", f"the SSH session broke: {exc or type(exc).__name__}"))
+        os_name = ""
+    finally:
+        client.close()
+    return HostReport(host.name, os_name, tuple(problems))
+
+
+def _without_name(exc: GpuprovError, host: hosts.Host) -> str:
+    """The error without the leading 'name (addr:port): ', which the table's host column shows."""
+    prefix = f"{host.label}: "
+    return exc.message[len(prefix) :] if exc.message.startswith(prefix) else exc.message
+
+
+@dataclass(frozen=True)
+class _Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def _run(client: paramiko.SSHClient, command: str, stdin_text: str | None = None) -> _Result:
+    stdin, stdout, stderr = client.exec_command(command, timeout=COMMAND_TIMEOUT_S)
+    if stdin_text is not None:
+        stdin.write(stdin_text)
+        stdin.flush()
+    stdin.channel.shutdown_write()
+    out = stdout.read().decode(errors="replace")
+    err = stderr.read().decode(errors="replace")
+    return _Result(stdout.channel.recv_exit_status(), out, err)
+
+
+def parse_os_release(text: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip():
+            try:
+                words = shlex.split(value)
+            except ValueError:
+                words = [value.strip()]
+            fields[key.strip()] = words[0] if words else ""
+    return fields
+
+
+def check_os(os_release: str) -> tuple[str, str | None]:
+    """('Debian 12', None) for a supported OS; else (name, the problem)."""
+    fields = parse_os_release(os_release)
+    os_id = fields.get("ID", "").lower()
+    version = fields.get("VERSION_ID", "")
+    name = fields.get("NAME", os_id or "unknown OS")
+    shown = f"{name} {version}".strip()
+    if not os_id:
+        return "", f"/etc/os-release is missing or has no ID; supported: {SUPPORTED_TEXT}"
+    if os_id not in SUPPORTED:
+        return shown, f"{shown} is not supported; supported: {SUPPORTED_TEXT}"
+    wanted = version if os_id == "ubuntu" else version.split(".")[0]
+    if wanted not in SUPPORTED[os_id]:
+        return shown, f"{shown} is not supported; supported: {SUPPORTED_TEXT}"
+    return shown, None
+
+
+def check_become(client: paramiko.SSHClient, host: hosts.Host, extravars: Mapping[str, Any]) -> str | None:
+    """None when the host's become (sudo) works, else what is wrong."""
+    method = str(extravars.get("ansible_become_method") or host.become_method)
+    if method != "sudo":
+        return None  # only sudo is checked; other methods are left to Ansible
+    user = str(extravars.get("ansible_become_user") or host.become_user)
+    password = extravars.get("ansible_become_password") or host.become_password
+    target = shlex.quote(user)
+    if password:
+        result = _run(client, f"sudo -S -p '' -u {target} true", stdin_text=f"{password}\n")
+        if result.code != 0:
+            return (
+                f"sudo -u {user} as {host.user} failed with the inventory's become password "
+                f"({_last_line(result.stderr)}); check ansible_become_password and the sudoers entry"
+            )
+        return None
+    result = _run(client, f"sudo -n -u {target} true")
+    if result.code != 0:
+        return (
+            f"sudo -u {user} as {host.user} needs a password or is not allowed "
+            f"({_last_line(result.stderr)}); "
+            "allow passwordless sudo for that user or set ansible_become_password (in a vault)"
+        )
+    return None
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def check_lock(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> list[Problem]:
+    """The `gpu_stack` each host will get (extra vars win over the inventory) checked against the table."""
+    try:
+        from gpuprov import lock
+    except ImportError:  # the lock module is not part of this build
+        return []
+    stacks: dict[str, tuple[Any, list[str]]] = {}
+    unset: list[str] = []
+    for host in inventory.hosts:
+        stack = extravars.get("gpu_stack", host.vars.get("gpu_stack"))
+        if stack is None:
+            unset.append(host.name)
+            continue
+        key = repr(stack)
+        stacks.setdefault(key, (stack, []))[1].append(host.name)
+    problems: list[Problem] = []
+    if unset:
+        where = "all hosts" if len(unset) == len(inventory.hosts) else ", ".join(unset)
+        problems.append(
+            Problem(
+                f"(lock: {where})",
+                "lock",
+                "gpu_stack is not set; copy inventory/sample/group_vars/all/gpu_stack.yml into the "
+                "inventory's group_vars/all/ or pass it with -e @FILE",
+            )
+        )
+    for stack, names in stacks.values():
+        where = "all hosts" if len(names) == len(inventory.hosts) else ", ".join(names)
+        try:
+            messages = lock.check(stack)
+        except (OSError, ValueError) as exc:
+            messages = [f"the compatibility table cannot be read: {exc}"]
+        problems += [Problem(f"(lock: {where})", "lock", message) for message in messages]
+    return problems

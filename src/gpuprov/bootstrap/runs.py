@@ -1,0 +1,69 @@
+"""Run directories: one per bootstrap under <state dir>/runs/<timestamp-id>/, the oldest rotated away.
+
+A run directory holds ansible-runner's artifacts (stdout: the full Ansible log; job_events/: every event as
+JSON; command, rc, status), gpuprov's own log of the run (gpuprov.log) and summary.json.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from gpuprov import paths
+
+KEEP_RUNS = 20
+SUMMARY = "summary.json"
+LOG = "gpuprov.log"
+
+
+def runs_dir() -> Path:
+    return paths.state_dir() / "runs"
+
+
+def new_run_id() -> str:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+class RunDir:
+    def __init__(self, run_id: str | None = None) -> None:
+        self.id = run_id or new_run_id()
+        self.root = runs_dir()
+        self.path = self.root / self.id
+        self.path.mkdir(parents=True, exist_ok=False)
+        os.chmod(self.path, 0o700)  # event data can hold host details; keep it to the user
+        self._log = open(self.path / LOG, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+
+    def log(self, line: str) -> None:
+        stamp = datetime.datetime.now().strftime("%H:%M:%S")
+        self._log.write(f"{stamp} {line}\n")
+        self._log.flush()
+
+    def write_summary(self, summary: dict[str, Any]) -> Path:
+        target = self.path / SUMMARY
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
+        os.replace(tmp, target)
+        return target
+
+    def close(self) -> None:
+        self._log.close()
+        rotate(self.root, keep=KEEP_RUNS, current=self.id)
+
+
+def rotate(root: Path, keep: int, current: str) -> list[Path]:
+    """Remove the oldest run directories beyond `keep` (never the current one); returns what was removed."""
+    if not root.is_dir():
+        return []
+    runs = sorted((p for p in root.iterdir() if p.is_dir() and p.name != current), key=lambda p: p.name)
+    excess = len(runs) + 1 - keep
+    removed = []
+    for old in runs[: max(0, excess)]:
+        shutil.rmtree(old, ignore_errors=True)
+        removed.append(old)
+    return removed

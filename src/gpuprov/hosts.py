@@ -1,0 +1,505 @@
+"""The hosts of an inventory, read with Ansible's own loader, and SSH connections to them.
+
+`load()` reads an INI or YAML inventory exactly as ansible-playbook would (group_vars/ and host_vars/
+beside it apply) and turns the hosts of the `gpu_nodes` group (or every host when there is no such group)
+into `Host` records with the connection settings gpuprov needs for its own SSH work (preflight, launch).
+
+`connect()` opens a paramiko connection with strict host key checking: a host whose key is not in the
+host's known_hosts file, or whose key changed, is refused with one line that shows the fingerprint and
+says how to accept it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import io
+import os
+import re
+import shlex
+import socket
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from gpuprov import console
+from gpuprov.errors import BadInput, GpuprovError
+
+GROUP = "gpu_nodes"
+_YAML_SUFFIXES = (".yml", ".yaml", ".json")
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    address: str
+    port: int
+    user: str
+    key_file: Path | None
+    known_hosts: Path
+    become: bool = False
+    become_method: str = "sudo"
+    become_user: str = "root"
+    become_password: str | None = field(default=None, repr=False)
+    vars: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        """How messages name the host: 'node1 (10.0.0.5:22)'."""
+        return f"{self.name} ({self.address}:{self.port})"
+
+
+@dataclass(frozen=True)
+class Inventory:
+    path: Path
+    hosts: list[Host]
+    group: str = GROUP  # the group the hosts came from ('all' when the inventory has no gpu_nodes)
+
+    def host(self, name: str) -> Host:
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise KeyError(name)
+
+    @property
+    def names(self) -> list[str]:
+        return [host.name for host in self.hosts]
+
+
+# ----- loading ----------------------------------------------------------------------------------------
+
+
+def load(path: Path | str, limit: str | None = None) -> Inventory:
+    """Read an inventory; every mistake in it is a BadInput with one line saying where and what.
+
+    limit is an Ansible host pattern (as for --limit): only the hosts it matches are returned.
+    """
+    path = Path(path).expanduser()
+    _check_readable(path)
+    with _ansible_warnings() as warnings:
+        inventory = _load(path, limit)
+    for text in warnings:
+        console.warning(f"{path}: {text}")
+    return inventory
+
+
+def _load(path: Path, limit: str | None) -> Inventory:
+    # Imported here: ansible's modules are large and `gpuprov --help` should stay quick.
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.manager import VariableManager
+
+    with _duplicate_yaml_keys_are_errors():
+        loader = DataLoader()
+        if path.is_file():
+            _check_syntax(path, loader)
+        manager = InventoryManager(loader=loader, sources=[str(path.resolve())])
+        if not manager._inventory.processed_sources:  # every plugin declined or failed (already checked)
+            raise BadInput(
+                f"{path}: Ansible could not read this inventory; check it with ansible-inventory -i"
+            )
+        variables = VariableManager(loader=loader, inventory=manager)
+        group = GROUP if GROUP in manager.groups else "all"
+        members = manager.groups[group].get_hosts()
+        where = f"group [{GROUP}]" if group == GROUP else "the inventory"
+        if not members:
+            raise BadInput(f"{path}: {where} has no hosts; add the GPU servers to it")
+        if limit:
+            manager.subset(limit)
+            members = manager.get_hosts(pattern=group)
+            if not members:
+                raise BadInput(f"--limit {limit!r} matches no host of {where} in {path}")
+        hosts = []
+        for member in members:
+            try:
+                host_vars = variables.get_vars(host=member, include_hostvars=False)
+            except AnsibleError as exc:
+                raise BadInput(f"{_where(path, exc)}: {_ansible_message(exc)}") from None
+            hosts.append(_host(member.name, _templated(loader, host_vars)))
+    _check_unique_addresses(path, hosts)
+    return Inventory(path=path, hosts=hosts, group=group)
+
+
+def _check_readable(path: Path) -> None:
+    if not path.exists():
+        raise BadInput(f"inventory {path} does not exist; give the path of an INI or YAML inventory")
+    if not os.access(path, os.R_OK) or (path.is_dir() and not os.access(path, os.X_OK)):
+        raise BadInput(f"inventory {path} is not readable by user {getpass.getuser()}; check its permissions")
+    if path.is_file():
+        try:
+            path.read_bytes()
+        except OSError as exc:
+            raise BadInput(f"inventory {path} cannot be read: {exc.strerror}") from None
+
+
+@contextlib.contextmanager
+def _ansible_warnings() -> Iterator[list[str]]:
+    """Collect what Ansible's Display prints while loading, so it reaches the user through gpuprov.console
+
+    (as one line per warning, and not at all when loading fails with an error of gpuprov's own)."""
+    from ansible.utils.display import Display
+
+    Display()  # the singleton sets up its streams once; do that on the real ones
+    captured = io.StringIO()
+    warnings: list[str] = []
+    with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
+        yield warnings
+    for block in re.split(r"^\[WARNING\]: ", captured.getvalue(), flags=re.MULTILINE):
+        first = block.strip().splitlines()[0] if block.strip() else ""
+        if first:
+            warnings.append(first)
+
+
+@contextlib.contextmanager
+def _duplicate_yaml_keys_are_errors() -> Iterator[None]:
+    """A host (or variable) written twice in YAML is a mistake: make Ansible's YAML loader say so."""
+    name = "ANSIBLE_DUPLICATE_YAML_DICT_KEY"
+    previous = os.environ.get(name)
+    os.environ[name] = "error"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
+def _check_syntax(path: Path, loader: Any) -> None:
+    """Parse the file with the one plugin its format calls for, so a mistake is an error with its place.
+
+    (Ansible's InventoryManager only warns about a file no plugin can parse and goes on with no hosts.)
+    """
+    from ansible.errors import AnsibleError
+
+    if path.suffix in _YAML_SUFFIXES:
+        try:
+            data = loader.load_from_file(str(path.resolve()), cache="none")
+        except AnsibleError as exc:
+            raise BadInput(f"{_where(path, exc)}: {_ansible_message(exc)}") from None
+        if not isinstance(data, Mapping):
+            raise BadInput(
+                f"{path}: a YAML inventory is a mapping of groups (all:, {GROUP}:); see inventory/sample"
+            )
+        _parse_with("yaml", path, loader)
+    else:
+        try:
+            _parse_with("ini", path, loader)
+        except BadInput:
+            raise
+        except AnsibleError as exc:
+            line = _ini_error_line(path, loader)
+            where = str(path)
+            if line:
+                lines = path.read_text(errors="replace").splitlines()
+                text = lines[line - 1].strip() if line <= len(lines) else ""
+                where = f"{path} line {line}" + (f" ({text[:60]!r})" if text else "")
+            raise BadInput(f"{where}: {_ansible_message(exc)}") from None
+        _check_ini_duplicates(path)
+
+
+def _parse_with(plugin_name: str, path: Path, loader: Any, text: str | None = None) -> None:
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.plugins.loader import inventory_loader
+
+    plugin = inventory_loader.get(plugin_name)
+    manager = InventoryManager(loader=loader, sources=[], parse=False)
+    source = str(path.resolve())
+    if text is not None:
+        with tempfile.TemporaryDirectory(prefix="gpuprov-inv-") as tmp:
+            probe = Path(tmp) / path.name
+            probe.write_text(text)
+            plugin.parse(manager._inventory, loader, str(probe), cache=False)
+        return
+    try:
+        plugin.parse(manager._inventory, loader, source, cache=False)
+    except AnsibleError as exc:
+        if plugin_name == "yaml":
+            raise BadInput(f"{_where(path, exc)}: {_ansible_message(exc)}") from None
+        raise
+
+
+def _ini_error_line(path: Path, loader: Any) -> int | None:
+    """The line an INI error is on: one past the longest prefix of the file that still parses.
+
+    Ansible's INI plugin names the file but not the line; parsing prefixes finds it (inventories are small).
+    """
+    from ansible.errors import AnsibleError
+
+    lines = path.read_text(errors="replace").splitlines(keepends=True)
+    for count in range(len(lines) - 1, -1, -1):
+        try:
+            _parse_with("ini", path, loader, text="".join(lines[:count]))
+        except AnsibleError:
+            continue
+        return count + 1
+    return None
+
+
+def _check_ini_duplicates(path: Path) -> None:
+    """The same host listed twice in one [group] of an INI file: Ansible keeps the last, silently."""
+    seen: dict[tuple[str, str], int] = {}
+    section = "ungrouped"
+    hosts_section = True
+    for number, raw in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+            hosts_section = ":" not in section
+            continue
+        if not hosts_section:
+            continue
+        name = shlex.split(line, comments=True)[0] if line else ""
+        key = (section, name)
+        if key in seen:
+            raise BadInput(
+                f"{path} line {number}: host {name} is listed twice in [{section}] (first on line "
+                f"{seen[key]}); keep one entry"
+            )
+        seen[key] = number
+
+
+def _check_unique_addresses(path: Path, hosts: list[Host]) -> None:
+    """Two inventory names for one machine would have Ansible configure it twice at the same time."""
+    seen: dict[tuple[str, int], str] = {}
+    for host in hosts:
+        key = (host.address, host.port)
+        if key in seen:
+            raise BadInput(
+                f"{path}: hosts {seen[key]} and {host.name} are the same machine "
+                f"({host.address}:{host.port}); keep one entry"
+            )
+        seen[key] = host.name
+
+
+def _where(path: Path, exc: BaseException) -> str:
+    origin = None
+    link: BaseException | None = exc
+    while link is not None and origin is None:  # the place may be on an error the outer one wraps
+        candidate = getattr(link, "obj", None)
+        if getattr(candidate, "path", None):
+            origin = candidate
+        link = link.__cause__ or link.__context__
+    line = getattr(origin, "line_num", None)
+    column = getattr(origin, "col_num", None)
+    origin_path = getattr(origin, "path", None) or str(path)
+    if Path(origin_path) == path.resolve():
+        origin_path = str(path)
+    if line:
+        return f"{origin_path} line {line}" + (f" column {column}" if column else "")
+    return origin_path
+
+
+def _ansible_message(exc: Exception) -> str:
+    """Ansible's own error text, on one line, with the cause it wraps (which says what is wrong)."""
+    message = str(getattr(exc, "message", "") or exc)
+    message = message.replace("Failed to parse inventory: ", "")
+    return " ".join(message.split())
+
+
+# ----- host records -----------------------------------------------------------------------------------
+
+
+def _templated(loader: Any, host_vars: Mapping[str, Any]) -> dict[str, Any]:
+    """The host's variables as plain Python values, templated where that needs nothing but inventory."""
+    from ansible.template import Templar
+
+    templar = Templar(loader=loader, variables=host_vars)
+    result: dict[str, Any] = {}
+    for key, value in host_vars.items():
+        if key in ("groups", "hostvars", "omit"):
+            continue
+        # A value that needs facts or lookups at run time stays as written.
+        with contextlib.suppress(Exception):
+            value = templar.template(value)
+        result[str(key)] = _plain(value)
+    return result
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "yes", "true", "on", "y")
+    return bool(value)
+
+
+def _host(name: str, v: dict[str, Any]) -> Host:
+    port_value = v.get("ansible_port", v.get("ansible_ssh_port", 22))
+    try:
+        port = int(port_value)
+    except (TypeError, ValueError):
+        raise BadInput(f"host {name}: ansible_port {port_value!r} is not a number") from None
+    key = v.get("ansible_ssh_private_key_file") or v.get("ansible_private_key_file")
+    become_password = v.get("ansible_become_password") or v.get("ansible_become_pass") or None
+    return Host(
+        name=name,
+        address=str(v.get("ansible_host") or v.get("ansible_ssh_host") or name),
+        port=port,
+        user=str(v.get("ansible_user") or v.get("ansible_ssh_user") or getpass.getuser()),
+        key_file=Path(str(key)).expanduser() if key else None,
+        known_hosts=_known_hosts(v),
+        become=_truthy(v.get("ansible_become", False)),
+        become_method=str(v.get("ansible_become_method") or "sudo"),
+        become_user=str(v.get("ansible_become_user") or "root"),
+        become_password=str(become_password) if become_password is not None else None,
+        vars=v,
+    )
+
+
+def _known_hosts(v: Mapping[str, Any]) -> Path:
+    explicit = v.get("gpuprov_known_hosts_file")
+    if explicit:
+        return Path(str(explicit)).expanduser()
+    for name in ("ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args"):
+        found = ssh_option(str(v.get(name) or ""), "UserKnownHostsFile")
+        if found:
+            return Path(found.split()[0]).expanduser()
+    return Path("~/.ssh/known_hosts").expanduser()
+
+
+def ssh_option(args: str, option: str) -> str | None:
+    """The value of `-o Option=value` (or `-oOption value`, any case) in an ssh argument string."""
+    try:
+        words = shlex.split(args)
+    except ValueError:
+        words = args.split()
+    values = []
+    for index, word in enumerate(words):
+        text = None
+        if word == "-o" and index + 1 < len(words):
+            text = words[index + 1]
+        elif word.startswith("-o") and len(word) > 2:
+            text = word[2:]
+        if text is None:
+            continue
+        key, _, value = text.replace("=", " ", 1).partition(" ")
+        if key.strip().lower() == option.lower() and value.strip():
+            values.append(value.strip())
+    return values[0] if values else None  # ssh uses the first value it is given
+
+
+# ----- SSH ----------------------------------------------------------------------------------------------
+
+
+class HostKeyProblem(GpuprovError):
+    """The host's SSH key is unknown or changed; the message says how to check and accept it."""
+
+
+class Unreachable(GpuprovError):
+    """No SSH session: the host did not answer, or refused our key."""
+
+
+class _RecordingReject(paramiko.RejectPolicy):  # type: ignore[misc]
+    """Strict host key checking that keeps the key it refused, so the error can show its fingerprint."""
+
+    def __init__(self) -> None:
+        self.refused: paramiko.PKey | None = None
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        self.refused = key
+        super().missing_host_key(client, hostname, key)
+
+
+def known_hosts_name(host: Host) -> str:
+    """The name known_hosts uses for the host: 'addr', or '[addr]:port' off port 22."""
+    return host.address if host.port == 22 else f"[{host.address}]:{host.port}"
+
+
+def connect(host: Host, timeout: float = 10) -> paramiko.SSHClient:
+    """An SSH session to host, as host.user with host.key_file only, host key checked against known_hosts."""
+    client = paramiko.SSHClient()
+    if host.known_hosts.is_file():
+        try:
+            client.load_host_keys(str(host.known_hosts))
+        except (OSError, paramiko.SSHException) as exc:
+            raise BadInput(
+                f"{host.name}: known_hosts file {host.known_hosts} cannot be read: {exc}"
+            ) from None
+    policy = _RecordingReject()
+    client.set_missing_host_key_policy(policy)
+    if host.key_file is not None and not host.key_file.is_file():
+        raise BadInput(
+            f"{host.name}: SSH key {host.key_file} (ansible_ssh_private_key_file) does not exist; "
+            "fix the path"
+        )
+    try:
+        client.connect(
+            host.address,
+            port=host.port,
+            username=host.user,
+            key_filename=str(host.key_file) if host.key_file else None,
+            look_for_keys=host.key_file is None,
+            allow_agent=host.key_file is None,
+            timeout=timeout,
+            banner_timeout=timeout,
+            auth_timeout=timeout,
+        )
+    except paramiko.BadHostKeyException as exc:
+        client.close()
+        raise HostKeyProblem(
+            f"{host.label}: host key CHANGED: {host.known_hosts} has {exc.expected_key.get_name()} "
+            f"{exc.expected_key.fingerprint}, the server now offers {exc.key.get_name()} "
+            f"{exc.key.fingerprint}; "
+            "this may be an attack or a reinstalled host: verify the new key with its administrator, then "
+            f"run: ssh-keygen -R '{known_hosts_name(host)}' -f {host.known_hosts} and add the new key"
+        ) from None
+    except paramiko.AuthenticationException:
+        client.close()
+        key = str(host.key_file) if host.key_file else "the keys in ~/.ssh and the SSH agent"
+        raise Unreachable(
+            f"{host.label}: the server refused {key} for user {host.user}; "
+            "add the public key to the user's ~/.ssh/authorized_keys or fix ansible_user / the key"
+        ) from None
+    except paramiko.SSHException as exc:
+        client.close()
+        if policy.refused is not None:
+            key = policy.refused
+            raise HostKeyProblem(
+                f"{host.label}: host key unknown: the server offers {key.get_name()} {key.fingerprint}, "
+                f"which is not in {host.known_hosts}; "
+                "if that fingerprint is the host's (ask its administrator), run: "
+                f"ssh-keyscan -p {host.port} -t {_keyscan_type(key)} {host.address} >> {host.known_hosts}"
+            ) from None
+        raise Unreachable(f"{host.label}: SSH failed: {exc}") from None
+    except (OSError, EOFError) as exc:
+        client.close()
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            reason = "timed out"
+        else:
+            reason = (getattr(exc, "strerror", None) or str(exc)) or type(exc).__name__
+        raise Unreachable(
+            f"{host.label}: cannot connect over SSH: {reason}; is the host up and sshd running?"
+        ) from None
+    return client
+
+
+def _keyscan_type(key: paramiko.PKey) -> str:
+    name = str(key.get_name())
+    if name.startswith("ecdsa"):
+        return "ecdsa"
+    return {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa", "rsa-sha2-256": "rsa", "rsa-sha2-512": "rsa"}.get(
+        name, name
+    )

@@ -1,0 +1,331 @@
+"""The remote half of `gpuprov launch`: copied into each job's directory on every host and run there.
+
+Standard library only (it runs with the job's Python env on the host, any Python >= 3.8). Commands:
+
+    agent.py start JOBDIR            start the job (run.sh) in its own session; print its process group id
+    agent.py attach JOBDIR           start, then stream the log until the job exits; stdin closing (the
+                                     client went away or asked for teardown) stops the job
+    agent.py follow JOBDIR [OFFSET]  stream the log from byte OFFSET until the job exits
+    agent.py stop JOBDIR GRACE       SIGTERM to every process of the job, SIGKILL after GRACE seconds
+    agent.py status JOBDIR           one JSON line: state, exit code, pgid
+
+Layout of JOBDIR: run.sh (the rendered torchrun command), job_id, job.log (torchrun's output), pgid,
+exit_code (written when the job ends; 128+N for a signal N), ranks/ (torchrun's per-rank logs).
+
+A job's processes are: its process group (run.sh execs torchrun, the group leader), every descendant of
+those (torchrun starts each worker in a session of its own), and any process of this user whose
+environment carries GPUPROV_JOB_ID=<this job> (orphans). Nothing is ever matched by command name, so
+another job on the same host is never touched.
+
+Events for the client go to stderr as lines starting with EVENT_PREFIX; the job's output goes to stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+EVENT_PREFIX = "@gpuprov "
+POLL_S = 0.05
+START_TIMEOUT_S = 10.0
+
+
+def _path(jobdir: str, name: str) -> str:
+    return os.path.join(jobdir, name)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _write_atomic(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _event(text: str) -> None:
+    try:
+        sys.stderr.write(EVENT_PREFIX + text + "\n")
+        sys.stderr.flush()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+# ----- start / supervise ---------------------------------------------------------------------------------
+
+
+def start(jobdir: str) -> int:
+    """Start the job once; return its process group id (also when it was already started)."""
+    pgid = _read(_path(jobdir, "pgid"))
+    if pgid:
+        return int(pgid)
+    with open(os.devnull, "r+b") as devnull:
+        # The supervisor has a session of its own (so the SSH session ending does not touch it) and
+        # outlives the job just long enough to record its exit code.
+        subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "supervise", jobdir],
+            stdin=devnull,
+            stdout=devnull,
+            stderr=devnull,
+            start_new_session=True,
+            close_fds=True,
+        )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        pgid = _read(_path(jobdir, "pgid"))
+        if pgid:
+            return int(pgid)
+        time.sleep(0.01)
+    raise SystemExit(f"the job in {jobdir} did not start within {START_TIMEOUT_S:.0f} s")
+
+
+def supervise(jobdir: str) -> None:
+    job_id = _read(_path(jobdir, "job_id")) or ""
+    env = dict(os.environ)
+    env["GPUPROV_JOB_ID"] = job_id
+    with open(_path(jobdir, "job.log"), "ab") as log, open(os.devnull, "rb") as devnull:
+        proc = subprocess.Popen(
+            ["bash", _path(jobdir, "run.sh")],
+            stdin=devnull,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=jobdir,
+            start_new_session=True,  # its own session and process group: pgid == pid
+        )
+    _write_atomic(_path(jobdir, "pgid"), str(proc.pid))
+    code = proc.wait()
+    if code < 0:
+        code = 128 - code
+    _write_atomic(_path(jobdir, "exit_code"), str(code))
+
+
+# ----- follow --------------------------------------------------------------------------------------------
+
+
+class _Output:
+    """stdout that stops writing (instead of dying) when the client has gone."""
+
+    def __init__(self) -> None:
+        self.alive = True
+
+    def write(self, data: bytes) -> None:
+        if not self.alive or not data:
+            return
+        try:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        except (BrokenPipeError, OSError):
+            self.alive = False
+
+
+def follow(jobdir: str, offset: int, out: _Output, announce: bool = True) -> int:
+    """Copy job.log from offset to stdout until the job has exited and the log is drained."""
+    log_path = _path(jobdir, "job.log")
+    while not os.path.exists(log_path):
+        if os.path.exists(_path(jobdir, "exit_code")):
+            break
+        time.sleep(POLL_S)
+    pending = b""
+    with open(log_path, "ab+") as log:
+        log.seek(offset)
+        while True:
+            exited = os.path.exists(_path(jobdir, "exit_code"))
+            chunk = log.read(1 << 16)
+            if chunk:
+                data = pending + chunk
+                cut = data.rfind(b"\n") + 1
+                out.write(data[:cut])
+                pending = data[cut:]
+                continue
+            if exited:
+                out.write(pending + (b"\n" if pending else b""))
+                break
+            time.sleep(POLL_S)
+    code = int(_read(_path(jobdir, "exit_code")) or "1")
+    if announce:
+        _event(f"exit {code}")
+    return code
+
+
+def attach(jobdir: str) -> int:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a dropped connection is handled through stdin
+    out = _Output()
+    pgid = start(jobdir)
+    _event(f"pgid {pgid}")
+    grace = float(_read(_path(jobdir, "grace")) or "5")
+    stop_done = threading.Event()
+    stop_started = threading.Event()
+
+    def watch_stdin() -> None:
+        # The client never writes; EOF means it asked for teardown, or it went away (connection lost).
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except OSError:
+            pass
+        if not os.path.exists(_path(jobdir, "exit_code")):
+            stop_started.set()
+            stop(jobdir, grace)
+        stop_done.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    code = follow(jobdir, 0, out, announce=False)
+    if stop_started.is_set():
+        stop_done.wait(grace + 10)
+    elif job_processes(jobdir):
+        # torchrun ended but something of the job is still there (a worker it lost track of): end it too,
+        # so that when the client hears "exit", nothing of the job is left on this host.
+        stop(jobdir, grace)
+    _event(f"exit {code}")
+    return code
+
+
+# ----- stop ----------------------------------------------------------------------------------------------
+
+
+def _proc_table() -> dict[int, tuple[int, int, str]]:
+    """pid -> (ppid, pgid, state) for this user's live (non-zombie) processes."""
+    table = {}
+    uid = os.getuid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat("/proc/" + name).st_uid != uid:
+                continue
+            with open("/proc/" + name + "/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        state, ppid, pgrp = fields[0], int(fields[1]), int(fields[2])
+        if state in ("Z", "X"):
+            continue
+        table[int(name)] = (ppid, pgrp, state)
+    return table
+
+
+def _has_marker(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return marker in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def job_processes(jobdir: str) -> set[int]:
+    pgid = int(_read(_path(jobdir, "pgid")) or "0")
+    job_id = _read(_path(jobdir, "job_id")) or ""
+    marker = b"GPUPROV_JOB_ID=" + job_id.encode()
+    table = _proc_table()
+    found = {pid for pid, (_, pgrp, _) in table.items() if pgid and pgrp == pgid}
+    if job_id:
+        found |= {pid for pid in table if _has_marker(pid, marker)}
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = list(found)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    found.discard(os.getpid())
+    return found
+
+
+def _signal_all(pids: set[int], sig: int) -> None:
+    table = _proc_table()
+    for pgrp in {table[pid][1] for pid in pids if pid in table}:
+        # Whole process groups first (workers' own groups included), then each pid left.
+        if pgrp > 1 and pgrp != os.getpgrp():
+            with contextlib.suppress(OSError):
+                os.killpg(pgrp, sig)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+
+
+def stop(jobdir: str, grace: float) -> dict[str, int]:
+    """Terminate every process of the job; return how many got SIGTERM and how many needed SIGKILL."""
+    pids = job_processes(jobdir)
+    termed = len(pids)
+    _signal_all(pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while pids and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        pids = job_processes(jobdir)
+    killed = len(pids)
+    for _ in range(40):
+        if not pids:
+            break
+        _signal_all(pids, signal.SIGKILL)
+        time.sleep(POLL_S)
+        pids = job_processes(jobdir)
+    return {"terminated": termed, "killed": killed, "left": len(pids)}
+
+
+def status(jobdir: str) -> dict[str, object]:
+    code = _read(_path(jobdir, "exit_code"))
+    pgid = _read(_path(jobdir, "pgid"))
+    log = _path(jobdir, "job.log")
+    if not os.path.isdir(jobdir):
+        state = "missing"
+    elif code is not None:
+        state = "exited"
+    elif pgid is None:
+        state = "not started"
+    else:
+        state = "running" if job_processes(jobdir) else "lost"
+    return {
+        "state": state,
+        "exit_code": int(code) if code is not None else None,
+        "pgid": int(pgid) if pgid else None,
+        "log_bytes": os.path.getsize(log) if os.path.exists(log) else 0,
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        sys.stderr.write(__doc__ or "")
+        return 2
+    command, jobdir = argv[0], os.path.abspath(os.path.expanduser(argv[1]))
+    if command == "supervise":
+        supervise(jobdir)
+        return 0
+    if command == "start":
+        print(start(jobdir), flush=True)
+        return 0
+    if command == "attach":
+        attach(jobdir)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # the stdin watcher thread may still block in read(): do not wait for it
+    if command == "follow":
+        follow(jobdir, int(argv[2]) if len(argv) > 2 else 0, _Output())
+        return 0
+    if command == "stop":
+        print(json.dumps(stop(jobdir, float(argv[2]) if len(argv) > 2 else 5.0)), flush=True)
+        return 0
+    if command == "status":
+        print(json.dumps(status(jobdir)), flush=True)
+        return 0
+    sys.stderr.write(f"unknown command {command!r}\n")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

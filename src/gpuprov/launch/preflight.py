@@ -1,0 +1,332 @@
+"""Preflight: every check that can fail before any rank starts, on all hosts at once, all problems together.
+
+Per host: SSH (host key checked), the Python env (from the python_env role's fact file), torch importable,
+torch / CUDA / NCCL versions, GPU count. Across hosts: versions agree, the master port is free on the
+master, and every other host can open a TCP connection to the master's address and port.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+import paramiko
+
+from gpuprov import hosts
+from gpuprov.errors import BadInput, GpuprovError
+from gpuprov.launch import remote
+from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Nproc
+
+FACT_FILE = "/etc/ansible/facts.d/gpuprov_python_env.fact"
+DEFAULT_PYTHON = "/opt/gpuprov/envs/train/bin/python"
+REACH_TIMEOUT_S = 5.0
+
+# Finds the env's torch and reads its versions without `import torch` (seconds on a busy host, and
+# torchrun imports it right after): the package, its compiled core and torch/version.py must be there.
+_PROBE = """
+import importlib.util, json, os, sys
+info = {"python_version": "%d.%d.%d" % sys.version_info[:3]}
+try:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("No module named 'torch'")
+    root = list(spec.submodule_search_locations)[0]
+    if not any(n.startswith("_C.") and n.endswith(".so") for n in os.listdir(root)):
+        raise ImportError("torch is incomplete: no compiled torch/_C module in " + root)
+    ns = {}
+    with open(os.path.join(root, "version.py")) as f:
+        exec(compile(f.read(), "torch/version.py", "exec"), ns)
+    info["torch"] = ns["__version__"]
+    info["cuda"] = ns.get("cuda")
+    nccl = None
+    if info["cuda"]:
+        try:
+            import importlib.metadata as md
+            nccl = md.version("nvidia-nccl-cu" + str(info["cuda"]).split(".")[0])
+        except Exception:
+            nccl = None
+    info["nccl"] = nccl
+except Exception as exc:
+    info["error"] = "%s: %s" % (type(exc).__name__, exc)
+print(json.dumps(info))
+"""
+
+# On the master: bind the port (the given one, or the first free one of a range), say which, then accept
+# one connection per other host and report the token each sent.
+_LISTEN = """
+import socket, sys, time
+first, count, expected, timeout = (int(a) for a in sys.argv[1:5])
+sock = None
+for port in range(first, first + count):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("0.0.0.0", port))
+    except OSError:
+        s.close()
+        continue
+    sock = s
+    break
+if sock is None:
+    print("busy", flush=True)
+    sys.exit(0)
+sock.listen(64)
+print("port %d" % port, flush=True)
+deadline = time.monotonic() + timeout
+got = 0
+while got < expected and time.monotonic() < deadline:
+    sock.settimeout(max(0.05, deadline - time.monotonic()))
+    try:
+        conn, _ = sock.accept()
+    except OSError:
+        break
+    conn.settimeout(2)
+    data = b""
+    try:
+        # Read to EOF: the worker closes first, so no TIME_WAIT is left on this port for torchrun.
+        while True:
+            chunk = conn.recv(256)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    conn.close()
+    data = data.decode(errors="replace").strip()
+    print("got %s" % data, flush=True)
+    got += 1
+sock.close()
+"""
+
+_CONNECT = """
+import socket, sys
+address, port, token, timeout = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+try:
+    conn = socket.create_connection((address, port), timeout=timeout)
+    conn.sendall(token.encode() + b"\\n")
+    conn.close()
+except OSError as exc:
+    print("error %s" % (exc.strerror or exc), flush=True)
+else:
+    print("ok", flush=True)
+"""
+
+
+@dataclass
+class HostCheck:
+    host: hosts.Host
+    client: paramiko.SSHClient | None = None
+    python: str = DEFAULT_PYTHON
+    torch: str | None = None
+    cuda: str | None = None
+    nccl: str | None = None
+    gpus: int = 0
+    nproc: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Preflight:
+    checks: list[HostCheck]
+    master_addr: str
+    master_port: int
+
+    @property
+    def clients(self) -> dict[str, paramiko.SSHClient]:
+        return {c.host.name: c.client for c in self.checks if c.client is not None}
+
+    def close(self) -> None:
+        for check in self.checks:
+            if check.client is not None:
+                check.client.close()
+
+
+class PreflightFailed(BadInput):
+    """Problems on the hosts that keep the job from starting; nothing was started."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        if len(problems) == 1:
+            message = f"preflight: {problems[0]}; nothing was started"
+        else:
+            message = f"preflight found {len(problems)} problems (listed above); nothing was started"
+        super().__init__(message)
+
+
+def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, nproc: Nproc) -> Preflight:
+    """All checks; returns open SSH connections, or raises PreflightFailed with every problem."""
+    checks = remote.on_all(selected, _check_host)
+    result = Preflight(checks, master_addr, master_port or 0)
+    try:
+        problems = [p for c in checks for p in c.problems]
+        problems += _versions_agree([c for c in checks if c.torch is not None])
+        for check in checks:
+            if check.torch is None:
+                continue
+            resolved = nproc.resolve(check.gpus)
+            if resolved is None:
+                problems.append(
+                    f"{check.host.name} has no GPU, but --nproc-per-node gpu asks for one process per GPU; "
+                    "give a number or 'auto'"
+                )
+            else:
+                check.nproc = resolved
+        if checks[0].client is not None and checks[0].torch is not None:
+            port, reach_problems = _master_port_and_reach(checks, master_addr, master_port)
+            result.master_port = port
+            problems += reach_problems
+        if problems:
+            raise PreflightFailed(problems)
+    except BaseException:
+        result.close()
+        raise
+    return result
+
+
+def _check_host(host: hosts.Host) -> HostCheck:
+    check = HostCheck(host)
+    try:
+        check.client = remote.connect(host)
+    except GpuprovError as exc:
+        check.problems.append(exc.message)
+        return check
+    try:
+        _probe(check)
+    except GpuprovError as exc:
+        check.problems.append(f"{host.name}: {exc.message}")
+    return check
+
+
+def _probe(check: HostCheck) -> None:
+    assert check.client is not None
+    host = check.host
+    fact_python = fact_nccl = None
+    fact = remote.run(check.client, f"cat {FACT_FILE}", timeout=20)
+    if fact.rc == 0:
+        try:
+            recorded = json.loads(fact.stdout)
+            fact_python, fact_nccl = recorded.get("python"), recorded.get("nccl_version")
+        except (ValueError, AttributeError):
+            check.problems.append(f"{host.name}: {FACT_FILE} is not valid JSON; re-run `gpuprov bootstrap`")
+            return
+    check.python = str(host.vars.get("gpuprov_python") or fact_python or DEFAULT_PYTHON)
+    probe = remote.run(check.client, remote.python_command(check.python, _PROBE), timeout=60)
+    if probe.rc == 127 or "No such file" in probe.stderr:
+        where = FACT_FILE if fact.rc == 0 else f"no {FACT_FILE}"
+        check.problems.append(
+            f"{host.name}: no Python env at {check.python} ({where}); run `gpuprov bootstrap` on it first "
+            "(or set gpuprov_python for the host)"
+        )
+        return
+    try:
+        info = json.loads(probe.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        check.problems.append(f"{host.name}: {check.python} failed: {probe.last_line}")
+        return
+    if "error" in info:
+        check.problems.append(f"{host.name}: the env {check.python} has no usable torch ({info['error']})")
+        return
+    check.torch, check.cuda = info["torch"], info.get("cuda")
+    check.nccl = info.get("nccl") or fact_nccl
+    check.gpus = _gpu_count(check)
+
+
+def _gpu_count(check: HostCheck) -> int:
+    assert check.client is not None
+    given = check.host.vars.get("gpuprov_gpu_count")
+    if given is not None:
+        try:
+            return int(given)
+        except (TypeError, ValueError):
+            raise GpuprovError(f"gpuprov_gpu_count {given!r} is not a number") from None
+    smi = remote.run(
+        check.client,
+        "command -v nvidia-smi >/dev/null || exit 100; nvidia-smi --query-gpu=index --format=csv,noheader",
+        timeout=30,
+    )
+    if smi.rc != 0:  # no nvidia-smi, or "No devices were found"
+        return 0
+    return len([line for line in smi.stdout.splitlines() if line.strip()])
+
+
+def _last(out: paramiko.ChannelFile, err: paramiko.ChannelFile, head: str) -> str:
+    text = (err.read().decode(errors="replace") + out.read().decode(errors="replace")).strip() or head
+    return (text.splitlines() or ["no output"])[-1]
+
+
+def _versions_agree(checks: list[HostCheck]) -> list[str]:
+    problems = []
+    for label, attr in (("torch", "torch"), ("CUDA (torch.version.cuda)", "cuda"), ("NCCL", "nccl")):
+        values = Counter(str(getattr(c, attr)) for c in checks)
+        if len(values) <= 1:
+            continue
+        common, _ = values.most_common(1)[0]
+        odd = [f"{c.host.name} has {getattr(c, attr)}" for c in checks if str(getattr(c, attr)) != common]
+        problems.append(
+            f"{label} versions differ: {', '.join(odd)}, the other hosts {common}; "
+            "re-run `gpuprov bootstrap` so every host has the same env"
+        )
+    return problems
+
+
+def _master_port_and_reach(
+    checks: list[HostCheck], master_addr: str, given_port: int | None
+) -> tuple[int, list[str]]:
+    master = checks[0]
+    assert master.client is not None
+    workers = [c for c in checks[1:] if c.client is not None and c.torch is not None]
+    first, count = (given_port, 1) if given_port else (DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH)
+    command = remote.python_command(
+        master.python, _LISTEN, str(first), str(count), str(len(workers)), str(int(REACH_TIMEOUT_S) + 2)
+    )
+    try:
+        _, out, err = master.client.exec_command(command, timeout=REACH_TIMEOUT_S + 10)
+        head = out.readline().strip()
+    except (paramiko.SSHException, OSError) as exc:
+        return 0, [f"{master.host.name}: SSH failed during the port check ({exc})"]
+    if not head.startswith(("port ", "busy")):
+        return 0, [f"{master.host.name}: the port check failed: {_last(out, err, head)}"]
+    if not head.startswith("port "):
+        if given_port:
+            return 0, [
+                f"master port {given_port} is in use on {master.host.name}; choose another --master-port "
+                "or leave it out to let gpuprov pick a free one"
+            ]
+        return 0, [
+            f"no free port in {first}-{first + count - 1} on the master {master.host.name}; "
+            "give --master-port"
+        ]
+    port = int(head.split()[1])
+    tokens = {c.host.name: f"{c.host.name}-{secrets.token_hex(4)}" for c in workers}
+    connect_errors: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def reach(check: HostCheck) -> None:
+        assert check.client is not None
+        cmd = remote.python_command(
+            check.python, _CONNECT, master_addr, str(port), tokens[check.host.name], str(REACH_TIMEOUT_S)
+        )
+        try:
+            res = remote.run(check.client, cmd, timeout=REACH_TIMEOUT_S + 10)
+            answer = res.stdout.strip() or res.last_line
+        except GpuprovError as exc:
+            answer = f"error {exc.message}"
+        if answer != "ok":
+            with lock:
+                connect_errors[check.host.name] = answer.removeprefix("error ")
+
+    remote.on_all(workers, reach)
+    received = {line.split(" ", 1)[1] for line in out.read().decode(errors="replace").splitlines()
+                if line.startswith("got ")}  # fmt: skip
+    problems = []
+    for check in workers:
+        name = check.host.name
+        if name in connect_errors or tokens[name] not in received:
+            why = connect_errors.get(name, "the master did not receive the test connection")
+            problems.append(
+                f"{name} cannot reach the master {master.host.name} at {master_addr}:{port} ({why}); "
+                f"check the address (ansible_host or gpuprov_master_addr of {master.host.name}) and firewalls"
+            )
+    return port, problems

@@ -1,0 +1,65 @@
+"""`gpuprov launch --emit-sbatch FILE`: the same job as an sbatch script (srun + torchrun) for Slurm."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from gpuprov import console, hosts
+from gpuprov.errors import BadInput
+from gpuprov.launch import preflight, render, selection
+from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
+
+
+def node_count(opts: LaunchOptions) -> int:
+    """--nodes or --hosts give the count; otherwise every host of the inventory."""
+    if opts.nodes is not None:
+        return opts.nodes
+    if opts.hosts:
+        return len(opts.hosts)
+    return len(hosts.load(selection.inventory_path(opts.inventory)).hosts)
+
+
+def build(opts: LaunchOptions, argv: list[str]) -> str:
+    workdir = opts.workdir or opts.script.parent
+    script = (
+        opts.script.relative_to(workdir).as_posix()
+        if opts.script.is_relative_to(workdir)
+        else str(opts.script)
+    )
+    target = opts.emit_sbatch or Path("job.sbatch")
+    return render.sbatch_script(
+        render.SbatchJob(
+            job_name=f"gpuprov-{opts.script.stem}",
+            nnodes=node_count(opts),
+            nproc=str(opts.nproc),
+            python=preflight.DEFAULT_PYTHON,
+            workdir=str(workdir),
+            script=script,
+            script_args=opts.script_args,
+            master_port=opts.master_port or DEFAULT_MASTER_PORT,
+            max_restarts=opts.max_restarts,
+            env=opts.env,
+            launch_args=" ".join(shlex.quote(a) for a in argv),
+            file_name=target.name,
+        )
+    )
+
+
+def write(opts: LaunchOptions, argv: list[str]) -> Path:
+    assert opts.emit_sbatch is not None
+    text = build(opts, argv)
+    target = opts.emit_sbatch
+    if target.is_dir():
+        raise BadInput(f"--emit-sbatch {target} is a directory; give a file name")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise BadInput(f"--emit-sbatch {target} cannot be written: {exc.strerror or exc}") from None
+    console.success(f"Wrote {target}: submit it with `sbatch {target}` (nothing was started)")
+    return target

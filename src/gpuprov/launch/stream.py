@@ -1,0 +1,138 @@
+"""Live output of a job from every host: prefixed 'host/rank', coloured per host, copied to local logs.
+
+Each host runs the agent (attach or follow) on one SSH channel: the job's output arrives on stdout, the
+agent's events ('@gpuprov exit N') on stderr. Reader threads turn both into Events on one queue, which
+the caller's thread consumes (so Ctrl-C reaches it).
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import paramiko
+
+from gpuprov import console
+from gpuprov.launch.agent import EVENT_PREFIX
+
+COLORS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
+_RANK_RE = re.compile(r"^\[rank(\d+)\]:(.*)$")
+TAIL_LINES = 3
+
+
+@dataclass(frozen=True)
+class Event:
+    host: str
+    kind: str  # "line", "exit" or "lost"
+    text: str = ""
+    code: int | None = None
+
+
+class HostStream:
+    """One host's channel: reader threads put its lines and its end on the shared queue."""
+
+    def __init__(self, host: str, channel: paramiko.Channel, events: queue.Queue[Event]) -> None:
+        self.host = host
+        self.channel = channel
+        self.events = events
+        self._exit_seen = threading.Event()
+        self._out_done = threading.Event()
+        threading.Thread(target=self._read_stderr, daemon=True, name=f"{host}-events").start()
+        threading.Thread(target=self._read_stdout, daemon=True, name=f"{host}-output").start()
+
+    def _read_stdout(self) -> None:
+        try:
+            for raw in self.channel.makefile("rb"):
+                self.events.put(Event(self.host, "line", raw.decode(errors="replace").rstrip("\r\n")))
+        except (OSError, paramiko.SSHException, EOFError):
+            pass
+        finally:
+            self._out_done.set()
+
+    def _read_stderr(self) -> None:
+        code: int | None = None
+        try:
+            for raw in self.channel.makefile_stderr("rb"):
+                line = raw.decode(errors="replace").rstrip("\r\n")
+                if line.startswith(EVENT_PREFIX + "exit "):
+                    code = int(line.split()[-1])
+                elif line and not line.startswith(EVENT_PREFIX):
+                    self.events.put(Event(self.host, "line", f"[gpuprov agent] {line}"))
+        except (OSError, paramiko.SSHException, EOFError, ValueError):
+            pass
+        self._out_done.wait(timeout=5)  # the job's last lines before its end
+        if code is not None:
+            self.events.put(Event(self.host, "exit", code=code))
+        else:
+            self.events.put(Event(self.host, "lost", text="the SSH connection was lost"))
+
+    def request_stop(self) -> bool:
+        """Close the channel's stdin: the agent stops the job (SIGTERM, SIGKILL after the grace period),
+        then reports its exit. False when the channel is already gone."""
+        try:
+            self.channel.shutdown_write()
+        except (OSError, paramiko.SSHException, EOFError):
+            return False
+        return not self.channel.closed
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def open_stream(
+    host: str, client: paramiko.SSHClient, command: str, events: queue.Queue[Event]
+) -> HostStream:
+    transport = client.get_transport()
+    if transport is None or not transport.is_active():
+        raise paramiko.SSHException("not connected")
+    channel = transport.open_session(timeout=10)
+    channel.exec_command(command)
+    return HostStream(host, channel, events)
+
+
+class Printer:
+    """Prints lines as 'host/rank | text' and appends them to one local log file per host."""
+
+    def __init__(self, hosts: list[str], log_paths: dict[str, Path]) -> None:
+        self.width = max(len(h) for h in hosts) + 3
+        self.colors = {h: COLORS[i % len(COLORS)] for i, h in enumerate(hosts)}
+        self.logs: dict[str, IO[str]] = {}
+        for host, path in log_paths.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.logs[host] = path.open("a", encoding="utf-8")
+        self.tails: dict[str, deque[str]] = {h: deque(maxlen=TAIL_LINES) for h in hosts}
+        self.first_rank_line: dict[str, bool] = {}
+
+    def line(self, host: str, text: str) -> None:
+        match = _RANK_RE.match(text)
+        rank, body = (match.group(1), match.group(2).removeprefix(" ")) if match else ("-", text)
+        console.job_line(f"{host}/{rank}".ljust(self.width), body, self.colors.get(host, "white"))
+        self.tails[host].append(text)
+        log = self.logs.get(host)
+        if log is not None:
+            log.write(text + "\n")
+            log.flush()
+
+    def close(self) -> None:
+        for log in self.logs.values():
+            log.close()
+
+
+def last_lines(path: Path, count: int = TAIL_LINES) -> list[str]:
+    """The last lines the ranks printed (torchrun's own summary says less), else the last lines at all."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            lines = [line.rstrip("\n") for line in f]
+    except OSError:
+        return []
+    ranked = []
+    for line in lines:
+        match = _RANK_RE.match(line)
+        if match and match.group(2).strip():
+            ranked.append(f"rank {match.group(1)}: {match.group(2).strip()}")
+    return (ranked or [line for line in lines if line.strip()])[-count:]

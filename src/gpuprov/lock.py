@@ -1,0 +1,231 @@
+"""The compatibility lock: check that one `gpu_stack` (driver, CUDA, cuDNN, NCCL, PyTorch) fits together.
+
+The table is playbooks/vars/gpu_stack_compat.yml. `gpuprov bootstrap` calls `check` before any host is
+touched, and the first play of playbooks/site.yml calls the same function through a filter plugin, so plain
+`ansible-playbook` runs are protected too. This module needs only the standard library and PyYAML (which
+ansible-core brings): the filter plugin may load it without the rest of gpuprov.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml  # type: ignore[import-untyped]
+
+TABLE_FILE = Path("vars") / "gpu_stack_compat.yml"  # relative to the playbooks directory
+TABLE_KEY = "gpu_stack_compat"
+HOW_TO_ADD = "to add a release, see the README section 'NVIDIA stack and the compatibility lock'"
+
+# The fields of a lock, each with the pattern its value must match.
+FIELDS: dict[str, tuple[str, str]] = {
+    "driver_branch": (r"\d{3}", 'a driver branch such as "550"'),
+    "driver_version": (r"\d{3}\.\d+(\.\d+)?", 'a driver version such as "550.127.08"'),
+    "driver_flavor": (r"open|proprietary", '"open" or "proprietary"'),
+    "cuda_version": (r"\d+\.\d+\.\d+", 'a CUDA version such as "12.4.1"'),
+    "cudnn_version": (r"\d+\.\d+\.\d+\.\d+", 'a cuDNN version such as "9.5.1.17"'),
+    "nccl_version": (r"\d+\.\d+\.\d+", 'an NCCL version such as "2.21.5"'),
+    "pytorch_version": (r"\d+\.\d+\.\d+", 'a PyTorch version such as "2.5.1"'),
+    "pytorch_cuda_tag": (r"cpu|cu\d{3,}", 'a PyTorch wheel tag such as "cu124" or "cpu"'),
+}
+
+
+def table_path() -> Path:
+    """The table shipped with gpuprov (in the checkout or the installed wheel)."""
+    from gpuprov import resources  # here, so the filter plugin can load this module on its own
+
+    return resources.data_dir("playbooks") / TABLE_FILE
+
+
+def load_table(path: Path | None = None) -> Mapping[str, Any]:
+    """The `gpu_stack_compat` mapping of the table file."""
+    source = path or table_path()
+    with open(source) as f:
+        data = yaml.safe_load(f)
+    if not isinstance(data, Mapping) or not isinstance(data.get(TABLE_KEY), Mapping):
+        raise ValueError(f"{source}: no '{TABLE_KEY}' mapping")
+    table: Mapping[str, Any] = data[TABLE_KEY]
+    return table
+
+
+def check(gpu_stack: Mapping[str, Any], table: Mapping[str, Any] | None = None) -> list[str]:
+    """[] when the lock fits the table, else one message per conflict (the pair and what would fit)."""
+    if not isinstance(gpu_stack, Mapping):
+        return [f"gpu_stack must be a mapping of {', '.join(FIELDS)}; got {type(gpu_stack).__name__}"]
+    problems = _field_problems(gpu_stack)
+    if problems:  # the pairs cannot be compared until every field is well formed
+        return problems
+    tbl = table if table is not None else load_table()
+    lock = {name: str(gpu_stack[name]) for name in FIELDS}
+    return [
+        *_driver_problems(lock, tbl),
+        *_cuda_problems(lock, tbl),
+        *_cudnn_problems(lock, tbl),
+        *_nccl_problems(lock, tbl),
+        *_pytorch_problems(lock, tbl),
+    ]
+
+
+def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for name, (pattern, what) in FIELDS.items():
+        value = gpu_stack.get(name)
+        if value is None or value == "":
+            problems.append(f"gpu_stack.{name} is not set: set it to {what}")
+        elif not isinstance(value, str):
+            problems.append(f"gpu_stack.{name} is {value!r}, not a string: quote it, e.g. {what}")
+        elif not re.fullmatch(pattern, value):
+            problems.append(f"gpu_stack.{name} is {value!r}: it must be {what}")
+    unknown = sorted(set(gpu_stack) - set(FIELDS))
+    if unknown:
+        problems.append(
+            f"gpu_stack has unknown fields {', '.join(unknown)}: the fields are {', '.join(FIELDS)}"
+        )
+    return problems
+
+
+def _driver_problems(lock: Mapping[str, str], table: Mapping[str, Any]) -> list[str]:
+    problems = []
+    flavors = [str(f) for f in table.get("driver_flavors", [])]
+    if lock["driver_flavor"] not in flavors:
+        problems.append(f"driver_flavor {lock['driver_flavor']} is not one of {', '.join(flavors)}")
+    version = lock["driver_version"]
+    branch = version.split(".")[0]
+    if lock["driver_branch"] != branch:
+        problems.append(
+            f"driver_branch {lock['driver_branch']} does not fit driver_version {version}: "
+            f"set driver_branch to {branch!r}, or pick a version of branch {lock['driver_branch']} "
+            f"({_list(v for v in _versions(table, 'drivers') if v.split('.')[0] == lock['driver_branch'])})"
+        )
+    if version not in _versions(table, "drivers"):
+        problems.append(_unlisted("driver_version", version, _versions(table, "drivers")))
+    return problems
+
+
+def _cuda_problems(lock: Mapping[str, str], table: Mapping[str, Any]) -> list[str]:
+    cuda, driver = lock["cuda_version"], lock["driver_version"]
+    row = _row(table, "cuda", cuda)
+    if row is None:
+        return [_unlisted("cuda_version", cuda, _versions(table, "cuda"))]
+    minimum = str(row["min_driver"])
+    if _key(driver) >= _key(minimum):
+        return []
+    drivers = [v for v in _versions(table, "drivers") if _key(v) >= _key(minimum)]
+    cudas = [str(r["version"]) for r in _rows(table, "cuda") if _key(driver) >= _key(str(r["min_driver"]))]
+    return [
+        f"driver_version {driver} does not fit cuda_version {cuda}: CUDA {cuda} needs driver >= {minimum}; "
+        f"drivers that fit: {_list(drivers)}; or CUDA versions that fit driver {driver}: {_list(cudas)}"
+    ]
+
+
+def _cudnn_problems(lock: Mapping[str, str], table: Mapping[str, Any]) -> list[str]:
+    cudnn, cuda = lock["cudnn_version"], lock["cuda_version"]
+    row = _row(table, "cudnn", cudnn)
+    if row is None:
+        return [_unlisted("cudnn_version", cudnn, _versions(table, "cudnn"))]
+    if _fits_range(cuda, row):
+        return []
+    fitting = [str(r["version"]) for r in _rows(table, "cudnn") if _fits_range(cuda, r)]
+    return [
+        f"cudnn_version {cudnn} does not fit cuda_version {cuda}: cuDNN {cudnn} supports CUDA "
+        f"{row['cuda_min']} to {row['cuda_max']}; "
+        f"cuDNN versions that fit CUDA {_minor(cuda)}: {_list(fitting)}"
+    ]
+
+
+def _nccl_problems(lock: Mapping[str, str], table: Mapping[str, Any]) -> list[str]:
+    nccl, cuda = lock["nccl_version"], lock["cuda_version"]
+    row = _row(table, "nccl", nccl)
+    if row is None:
+        return [_unlisted("nccl_version", nccl, _versions(table, "nccl"))]
+    builds = [str(b) for b in row.get("cuda_builds", [])]
+    if _minor(cuda) in builds:
+        return []
+    fitting = [str(r["version"]) for r in _rows(table, "nccl") if _minor(cuda) in map(str, r["cuda_builds"])]
+    return [
+        f"nccl_version {nccl} does not fit cuda_version {cuda}: "
+        f"NCCL {nccl} is built for CUDA {_list(builds)}; "
+        f"NCCL versions built for CUDA {_minor(cuda)}: {_list(fitting)}"
+    ]
+
+
+def _pytorch_problems(lock: Mapping[str, str], table: Mapping[str, Any]) -> list[str]:
+    version, tag, cuda = lock["pytorch_version"], lock["pytorch_cuda_tag"], lock["cuda_version"]
+    row = _row(table, "pytorch", version)
+    if row is None:
+        return [_unlisted("pytorch_version", version, _versions(table, "pytorch"))]
+    tags = [str(t) for t in row.get("cuda_tags", [])]
+    problems = []
+    if tag not in tags:
+        problems.append(
+            f"pytorch_cuda_tag {tag} does not fit pytorch_version {version}: PyTorch {version} publishes "
+            f"{_list(tags)}; "
+            f"tags that fit CUDA {_minor(cuda)}: {_list(t for t in tags if _tag_fits(t, cuda))}"
+        )
+    elif not _tag_fits(tag, cuda):
+        others = [str(r["version"]) for r in _rows(table, "pytorch") if _tag_fits_any(r, cuda)]
+        problems.append(
+            f"pytorch_cuda_tag {tag} does not fit cuda_version {cuda}: a {tag} wheel needs CUDA "
+            f"{_tag_cuda(tag)} of the same major as the lock and not newer; tags of PyTorch {version} that "
+            f"fit: {_list(t for t in tags if _tag_fits(t, cuda))}; PyTorch versions with a fitting tag: "
+            f"{_list(others)}"
+        )
+    return problems
+
+
+# -- helpers ----------------------------------------------------------------------------------------------
+
+
+def _rows(table: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
+    rows = table.get(kind, [])
+    return [r for r in rows if isinstance(r, Mapping)]
+
+
+def _versions(table: Mapping[str, Any], kind: str) -> list[str]:
+    return [str(r["version"]) for r in _rows(table, kind)]
+
+
+def _row(table: Mapping[str, Any], kind: str, version: str) -> Mapping[str, Any] | None:
+    return next((r for r in _rows(table, kind) if str(r["version"]) == version), None)
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
+def _minor(version: str) -> str:
+    """ "12.4.1" -> "12.4"."""
+    return ".".join(version.split(".")[:2])
+
+
+def _fits_range(cuda: str, row: Mapping[str, Any]) -> bool:
+    return _key(str(row["cuda_min"])) <= _key(_minor(cuda)) <= _key(str(row["cuda_max"]))
+
+
+def _tag_cuda(tag: str) -> str:
+    """ "cu124" -> "12.4", "cu118" -> "11.8", "cu130" -> "13.0"."""
+    digits = tag[2:]
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def _tag_fits(tag: str, cuda: str) -> bool:
+    if tag == "cpu":
+        return True
+    wheel = _key(_tag_cuda(tag))
+    locked = _key(_minor(cuda))
+    return wheel[0] == locked[0] and wheel <= locked
+
+
+def _tag_fits_any(row: Mapping[str, Any], cuda: str) -> bool:
+    return any(t != "cpu" and _tag_fits(str(t), cuda) for t in row.get("cuda_tags", []))
+
+
+def _list(items: Iterable[str]) -> str:
+    values = list(items)
+    return ", ".join(values) if values else "none in the table"
+
+
+def _unlisted(field: str, value: str, listed: list[str]) -> str:
+    return f"{field} {value} is not in gpuprov's compatibility table (listed: {_list(listed)}); {HOW_TO_ADD}"

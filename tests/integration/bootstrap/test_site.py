@@ -1,0 +1,71 @@
+"""`gpuprov bootstrap` with the real playbooks/site.yml and roles on sandbox nodes (the expensive part: each
+bootstrap is done once and checked from several sides).
+
+Stand-ins: the ubuntu22.04 and rocky9 nodes are Debian systems that report those OSes, and the NVIDIA packages
+come from the sandbox mirror (see the README).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.bootstrap.conftest import LOCK, ROLE_FILE, bootstrap, bootstrap_interrupted, on_node
+from tests.integration.conftest import Sandbox
+
+pytestmark = pytest.mark.integration
+WITH_LOCK = ("-e", f"@{LOCK}")
+DRIVER_PACKAGE = "nvidia-driver-550-open"  # the sample lock's driver branch and flavour
+
+
+def installed(sandbox: Sandbox, node: str, package: str) -> bool:
+    status = on_node(sandbox, node, f"dpkg-query -W -f '${{Status}}' {package}").stdout
+    return status.endswith("ok installed")  # "hold ok installed" once the role has held it
+
+
+def test_check_mode_on_a_fresh_host(deb_sandbox: Sandbox) -> None:
+    result = bootstrap(deb_sandbox, *WITH_LOCK, "--limit", "node3", "--check")
+    assert result.returncode == 0, result.stderr
+    summary = result.summary()
+    assert summary["check"] is True and list(summary["hosts"]) == ["node3"]
+    assert summary["hosts"]["node3"]["failed"] == 0
+    assert summary["hosts"]["node3"]["changed"] > 0  # it would change things...
+    assert on_node(deb_sandbox, "node3", f"test -e {ROLE_FILE}").returncode != 0  # ...but did not
+    assert not installed(deb_sandbox, "node3", DRIVER_PACKAGE)
+
+
+def test_bootstrap_two_nodes_with_limit(deb_sandbox: Sandbox) -> None:
+    result = bootstrap(deb_sandbox, *WITH_LOCK, "--limit", "node1,node2")
+    assert result.returncode == 0, result.stderr
+    summary = result.summary()
+    assert sorted(summary["hosts"]) == ["node1", "node2"]
+    for node in ("node1", "node2"):
+        host = summary["hosts"][node]
+        assert (host["failed"], host["unreachable"]) == (0, 0)
+        assert host["changed"] > 0
+        assert installed(deb_sandbox, node, DRIVER_PACKAGE)
+    assert not installed(deb_sandbox, "node3", DRIVER_PACKAGE)  # outside --limit: untouched
+
+
+def test_second_run_changes_nothing(deb_sandbox: Sandbox) -> None:
+    result = bootstrap(deb_sandbox, *WITH_LOCK, "--limit", "node1,node2", "--json")
+    assert result.returncode == 0, result.stderr
+    for node, host in result.summary()["hosts"].items():
+        assert host["changed"] == 0, f"{node}: {host}"
+        assert host["status"] == "ok"
+
+
+def test_mixed_inventory_interrupted_then_bootstrapped(mixed_sandbox: Sandbox) -> None:
+    """debian12 + ubuntu22.04 + rocky9 stand-ins: Ctrl-C once the roles are changing hosts, then run again."""
+    interrupted = bootstrap_interrupted(mixed_sandbox, *WITH_LOCK, when=": changed: ")
+    assert interrupted.returncode == 130, interrupted.stderr
+    assert interrupted.error_lines()[-1].startswith("error: interrupted: Ansible was stopped")
+    assert interrupted.summary()["status"] == "interrupted"
+
+    result = bootstrap(mixed_sandbox, *WITH_LOCK)
+    assert result.returncode == 0, result.stderr
+    hosts = result.summary()["hosts"]
+    assert len(hosts) == 3
+    for node, host in hosts.items():
+        assert (host["failed"], host["unreachable"]) == (0, 0), f"{node}: {host}"
+    systems = sorted(h["os"] for h in result.summary()["preflight"]["hosts"].values())
+    assert [s.split()[0] for s in systems] == ["Debian", "Rocky", "Ubuntu"]

@@ -1,0 +1,118 @@
+"""The per-host torchrun script and the sbatch script: exact content, valid bash."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuprov import hosts
+from gpuprov.errors import BadInput
+from gpuprov.launch import options, preflight, render, runner, sbatch
+
+
+def _check(name: str, gpus: int, nproc: int, **vars: str) -> preflight.HostCheck:
+    host = hosts.Host(name, f"10.0.0.{name[-1]}", 22, "u", None, Path("/k"), vars=dict(vars))
+    return preflight.HostCheck(host, python="/opt/gpuprov/envs/train/bin/python", gpus=gpus, nproc=nproc)
+
+
+def _commands(rdzv: str = "static", **opt_kwargs: object) -> dict[str, render.HostCommand]:
+    opts = options.LaunchOptions(
+        script=Path("/tmp/x.py"),
+        script_args=("--epochs", "2", "a b"),
+        rdzv=rdzv,
+        max_restarts=1,
+        **opt_kwargs,
+    )  # type: ignore[arg-type]
+    checks = [
+        _check("node1", 0, 1, gloo_socket_ifname="eth0"),
+        _check("node2", 8, 8, nccl_socket_ifname="ib0"),
+    ]
+    return runner.build_commands("20250101-000000-abcd", opts, checks, "10.0.0.1", 29501, "sub/x.py")
+
+
+def test_command_building_per_host() -> None:
+    commands = _commands(env={"FOO": "bar baz"})
+    first, second = commands["node1"], commands["node2"]
+    assert (first.node_rank, first.nnodes, first.nproc) == (0, 2, 1)
+    assert (second.node_rank, second.nnodes, second.nproc) == (1, 2, 8)
+    assert first.env["GLOO_SOCKET_IFNAME"] == "eth0" and "NCCL_SOCKET_IFNAME" not in first.env
+    # A host's NCCL interface is also gloo's unless it names one for gloo.
+    assert second.env["NCCL_SOCKET_IFNAME"] == "ib0" and second.env["GLOO_SOCKET_IFNAME"] == "ib0"
+    for cmd in commands.values():
+        assert cmd.env["FOO"] == "bar baz"
+        assert cmd.env["GPUPROV_JOB_ID"] == "20250101-000000-abcd"
+        assert cmd.env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] == "[rank${rank}]:"
+        assert cmd.job_dir == ".gpuprov/jobs/20250101-000000-abcd"
+
+
+def test_static_script_content() -> None:
+    text = render.torchrun_script(_commands(env={"FOO": "bar baz"})["node2"])
+    assert 'cd "$HOME/.gpuprov/jobs/20250101-000000-abcd/work"' in text
+    assert "export FOO='bar baz'" in text
+    assert "export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}]:'" in text
+    assert "exec /opt/gpuprov/envs/train/bin/python -m torch.distributed.run" in text
+    for flag in ("--nnodes 2", "--nproc-per-node 8", "--node-rank 1", "--master-addr 10.0.0.1",
+                 "--master-port 29501", "--max-restarts 1", "--tee 3",
+                 '--log-dir "$HOME/.gpuprov/jobs/20250101-000000-abcd/ranks"'):  # fmt: skip
+        assert flag in text, flag
+    assert "--rdzv-backend" not in text
+    assert text.rstrip().endswith("sub/x.py --epochs 2 'a b'")
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+def test_c10d_script_content() -> None:
+    text = render.torchrun_script(_commands(rdzv="c10d")["node1"])
+    assert "--rdzv-backend c10d" in text
+    assert "--rdzv-endpoint 10.0.0.1:29501" in text
+    assert "--rdzv-id 20250101-000000-abcd" in text
+    assert "--node-rank" not in text and "--master-addr" not in text
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+def test_user_template(tmp_path: Path) -> None:
+    template = tmp_path / "mine.sh.j2"
+    template.write_text("echo {{ host }} {{ node_rank }} {{ nproc }} {{ script | q }}\n")
+    text = render.torchrun_script(_commands()["node2"], template)
+    assert text == "echo node2 1 8 sub/x.py\n"
+
+
+def test_user_template_errors(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.j2"
+    broken.write_text("{% if %}\n")
+    with pytest.raises(BadInput, match=r"broken\.j2 line 1"):
+        render.torchrun_script(_commands()["node1"], broken)
+    unknown = tmp_path / "unknown.j2"
+    unknown.write_text("{{ no_such_variable }}\n")
+    with pytest.raises(BadInput, match="no_such_variable"):
+        render.torchrun_script(_commands()["node1"], unknown)
+
+
+def test_sbatch_content(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    opts = options.build(
+        script=str(script), nodes=4, nproc="gpu", env=("A=1 2",), master_port=29600,
+        emit_sbatch=str(tmp_path / "job.sbatch"), script_args=("--epochs", "3"),
+    )  # fmt: skip
+    path = sbatch.write(opts, ["--nodes", "4", str(script)])
+    text = path.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n")
+    assert "#SBATCH --nodes=4" in text and "#SBATCH --ntasks-per-node=1" in text
+    assert "srun --kill-on-bad-exit=1" in text
+    assert '--nproc-per-node "${SLURM_GPUS_ON_NODE:-1}"' in text
+    assert '--rdzv-endpoint "$head_node:29600"' in text and "--rdzv-backend c10d" in text
+    assert "export A='1 2'" in text
+    assert f"--chdir={tmp_path}" in text
+    assert text.rstrip().endswith("train.py --epochs 3")
+    assert path.stat().st_mode & 0o100
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+
+
+def test_sbatch_fixed_nproc(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    opts = options.build(script=str(script), hosts="a,b", nproc="2", emit_sbatch=str(tmp_path / "s.sh"))
+    text = sbatch.build(opts, [])
+    assert "#SBATCH --nodes=2" in text and "--nproc-per-node 2 " in text

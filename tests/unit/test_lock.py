@@ -1,0 +1,156 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuprov import lock, resources
+
+SAMPLE_LOCK = resources.data_dir("inventory") / "sample" / "group_vars" / "all" / "gpu_stack.yml"
+
+# The lock the sandbox uses: every package of it exists on the sandbox mirror.
+SANDBOX_LOCK = {
+    "driver_branch": "550",
+    "driver_version": "550.127.08",
+    "driver_flavor": "open",
+    "cuda_version": "12.4.1",
+    "cudnn_version": "9.5.1.17",
+    "nccl_version": "2.21.5",
+    "pytorch_version": "2.13.0",
+    "pytorch_cuda_tag": "cpu",
+}
+
+
+def with_(**changes: str) -> dict[str, str]:
+    return {**SANDBOX_LOCK, **changes}
+
+
+def test_the_shipped_table_loads_and_every_row_is_well_formed():
+    table = lock.load_table()
+    assert lock.table_path().is_file()
+    for kind in ("drivers", "cuda", "cudnn", "nccl", "pytorch"):
+        rows = table[kind]
+        assert rows, kind
+        for row in rows:
+            assert isinstance(row["version"], str) and row["source"], row
+    drivers = [d["version"] for d in table["drivers"]]
+    for row in table["cuda"]:
+        assert row["min_driver"] in drivers, row  # the minimum itself is a driver one can lock
+
+
+def test_sample_and_sandbox_locks_fit():
+    sample = yaml.safe_load(SAMPLE_LOCK.read_text())["gpu_stack"]
+    assert lock.check(sample) == []
+    assert lock.check(SANDBOX_LOCK) == []
+
+
+def test_every_cuda_in_the_table_has_a_fitting_driver_nccl_and_cudnn():
+    table = lock.load_table()
+    for cuda in table["cuda"]:
+        driver = cuda["min_driver"]
+        nccl = next(n["version"] for n in table["nccl"] if cuda["version"][:4] in n["cuda_builds"])
+        stack = with_(
+            cuda_version=cuda["version"],
+            driver_version=driver,
+            driver_branch=driver.split(".")[0],
+            nccl_version=nccl,
+        )
+        problems = [p for p in lock.check(stack) if not p.startswith("cudnn_version")]
+        assert problems == [], cuda
+
+
+def test_driver_too_old_for_cuda_names_the_pair_and_what_fits():
+    problems = lock.check(with_(driver_branch="535", driver_version="535.216.03"))
+    assert len(problems) == 1
+    message = problems[0]
+    assert message.startswith("driver_version 535.216.03 does not fit cuda_version 12.4.1")
+    assert "needs driver >= 550.54.15" in message
+    assert "drivers that fit: 550.54.15, 550.127.08, 560.35.05, 570.124.06" in message
+    assert "CUDA versions that fit driver 535.216.03: 12.2.2" in message
+
+
+def test_branch_must_match_the_version():
+    problems = lock.check(with_(driver_branch="570"))
+    assert problems == [
+        "driver_branch 570 does not fit driver_version 550.127.08: set driver_branch to '550', or pick a "
+        "version of branch 570 (570.124.06)"
+    ]
+
+
+def test_nccl_built_for_another_cuda():
+    problems = lock.check(with_(nccl_version="2.26.2"))
+    assert problems == [
+        "nccl_version 2.26.2 does not fit cuda_version 12.4.1: NCCL 2.26.2 is built for CUDA 12.8; "
+        "NCCL versions built for CUDA 12.4: 2.21.5"
+    ]
+
+
+def test_cudnn_outside_its_cuda_range():
+    stack = with_(
+        cuda_version="12.8.1",
+        driver_branch="570",
+        driver_version="570.124.06",
+        nccl_version="2.26.2",
+        cudnn_version="9.5.1.17",
+    )
+    assert lock.check(stack) == [
+        "cudnn_version 9.5.1.17 does not fit cuda_version 12.8.1: cuDNN 9.5.1.17 supports CUDA 12.0 to "
+        "12.6; cuDNN versions that fit CUDA 12.8: none in the table"
+    ]
+
+
+def test_pytorch_tag_not_published_and_tag_newer_than_cuda():
+    assert lock.check(with_(pytorch_version="2.5.1", pytorch_cuda_tag="cu126")) == [
+        "pytorch_cuda_tag cu126 does not fit pytorch_version 2.5.1: PyTorch 2.5.1 publishes cpu, cu118, "
+        "cu121, cu124; tags that fit CUDA 12.4: cpu, cu121, cu124"
+    ]
+    problems = lock.check(with_(pytorch_version="2.7.1", pytorch_cuda_tag="cu128"))
+    assert len(problems) == 1
+    assert problems[0].startswith("pytorch_cuda_tag cu128 does not fit cuda_version 12.4.1")
+    assert "tags of PyTorch 2.7.1 that fit: cpu" in problems[0]
+    assert "PyTorch versions with a fitting tag: 2.4.1, 2.5.1, 2.6.0" in problems[0]
+    # cu118 wheels need CUDA 11: another major than the lock's CUDA 12.
+    assert lock.check(with_(pytorch_version="2.5.1", pytorch_cuda_tag="cu118"))[0].startswith(
+        "pytorch_cuda_tag cu118 does not fit cuda_version 12.4.1"
+    )
+
+
+def test_versions_outside_the_table_say_how_to_add_one():
+    problems = lock.check(with_(cuda_version="12.5.1"))
+    assert problems[0] == (
+        "cuda_version 12.5.1 is not in gpuprov's compatibility table (listed: 12.2.2, 12.4.1, 12.6.3, "
+        f"12.8.1); {lock.HOW_TO_ADD}"
+    )
+    # The other pairs are still compared: no NCCL in the table is built for CUDA 12.5.
+    assert problems[1:] == [
+        "nccl_version 2.21.5 does not fit cuda_version 12.5.1: NCCL 2.21.5 is built for CUDA 12.4; "
+        "NCCL versions built for CUDA 12.5: none in the table"
+    ]
+
+
+def test_malformed_fields_are_reported_before_pairs():
+    problems = lock.check({**SANDBOX_LOCK, "driver_branch": 550, "cuda_version": "12", "extra": "x"})
+    missing = {k: v for k, v in SANDBOX_LOCK.items() if k != "nccl_version"}
+    assert problems == [
+        'gpu_stack.driver_branch is 550, not a string: quote it, e.g. a driver branch such as "550"',
+        "gpu_stack.cuda_version is '12': it must be a CUDA version such as \"12.4.1\"",
+        "gpu_stack has unknown fields extra: the fields are " + ", ".join(lock.FIELDS),
+    ]
+    assert lock.check(missing) == [
+        'gpu_stack.nccl_version is not set: set it to an NCCL version such as "2.21.5"'
+    ]
+    assert lock.check("550") == [  # type: ignore[arg-type]
+        f"gpu_stack must be a mapping of {', '.join(lock.FIELDS)}; got str"
+    ]
+
+
+def test_flavor_must_be_open_or_proprietary():
+    assert lock.check(with_(driver_flavor="closed")) == [
+        'gpu_stack.driver_flavor is \'closed\': it must be "open" or "proprietary"'
+    ]
+
+
+def test_a_table_file_without_the_key_is_refused(tmp_path: Path):
+    bad = tmp_path / "t.yml"
+    bad.write_text("other: 1\n")
+    with pytest.raises(ValueError, match="no 'gpu_stack_compat' mapping"):
+        lock.load_table(bad)
