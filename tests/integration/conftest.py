@@ -116,3 +116,30 @@ def facts(sandbox: Sandbox, host: str) -> dict[str, object]:
     )
     payload = proc.stdout.split("=>", 1)[1]
     return json.loads(payload)["ansible_facts"]
+
+
+@pytest.fixture(scope="session")
+def deb_sandbox(sandbox_env: dict[str, str]) -> Iterator[Sandbox]:
+    """Three Debian 12 nodes: node1 and node2 get bootstrapped (first_bootstrap), node3 stays fresh."""
+    sandbox = start_sandbox(unique_name("boot"), sandbox_env, "--nodes", "3", "--os", "debian12")
+    yield sandbox
+    gpuprov("sandbox", "down", "--name", sandbox.name, env=sandbox_env, check=False)
+
+
+@dataclass(frozen=True)
+class BootstrapRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    summary: dict[str, object]
+
+
+@pytest.fixture(scope="session")
+def first_bootstrap(deb_sandbox: Sandbox) -> BootstrapRun:
+    """`gpuprov bootstrap --limit node1,node2` with the real site.yml, once per session: the bootstrap
+    tests check it, and the launch tests run their jobs on the hosts it made ready."""
+    proc = gpuprov("bootstrap", str(deb_sandbox.inventory), "--limit", "node1,node2", env=deb_sandbox.env,
+                   check=False, timeout=1800)  # fmt: skip
+    runs = sorted((Path(deb_sandbox.env["GPUPROV_STATE_DIR"]) / "runs").iterdir())
+    summary = json.loads((runs[-1] / "summary.json").read_text())
+    return BootstrapRun(proc.returncode, proc.stdout, proc.stderr, summary)

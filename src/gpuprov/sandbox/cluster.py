@@ -63,6 +63,10 @@ class SandboxFiles:
         return self.root / "inventory.ini"
 
     @property
+    def lock(self) -> Path:
+        return self.root / "group_vars" / "all" / "gpu_stack.yml"
+
+    @property
     def known_hosts(self) -> Path:
         return self.root / "known_hosts"
 
@@ -316,6 +320,7 @@ def _bring_up(
         mirror_key_fingerprint=content.key_fingerprint,
     )
     entries = [inventory.NodeEntry(n.name, addresses[n.name], n.os_name) for n in all_nodes]
+    inventory.write_atomic(files.lock, inventory.render_lock())
     inventory.write_atomic(files.inventory, inventory.render(entries, ctx))
     for entry in entries:
         console.info(f"  {entry.name:<8} {entry.os_name:<12} {entry.address}")

@@ -23,6 +23,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -214,7 +215,8 @@ def _rocky_like(version: str, nickname: str, support_end: str) -> OsSpec:
         name=f"rocky{major}",
         kind="rocky-like",
         # Rocky's firewall, enabled on every Rocky server; Debian's build here (the rpm database is empty).
-        extra_packages=(*RPM_PACKAGES, "netbase", "firewalld"),
+        # dnf-plugins-core for versionlock, which Rocky ships as python3-dnf-plugin-versionlock.
+        extra_packages=(*RPM_PACKAGES, "dnf-plugins-core", "netbase", "firewalld"),
         files=(
             ("/usr/lib/os-release", os_release),
             ("/etc/rocky-release", f"Rocky Linux release {version} ({nickname})\n"),
@@ -224,6 +226,8 @@ def _rocky_like(version: str, nickname: str, support_end: str) -> OsSpec:
             ("/etc/dnf/vars/releasever", f"{major}\n"),
             # Debian's rpm keeps its database in ~/.rpmdb; Rocky's is system-wide.
             ("/etc/rpm/macros.dbpath", "%_dbpath /var/lib/rpm\n"),
+            # Rocky's dynamic linker searches /usr/lib64, where its packages put libraries; Debian's does not.
+            ("/etc/ld.so.conf.d/gpuprov-standin-lib64.conf", "/usr/lib64\n"),
         ),
         symlinks=(
             ("/etc/os-release", "../usr/lib/os-release"),
@@ -611,6 +615,12 @@ def _init_rpm_database(rootfs: Path, log: IO[str], log_path: Path) -> None:
     # dnf needs a database to read even when no package is installed; its repositories come from the mirror.
     _chroot(rootfs, ["rpm", "--initdb"], log, log_path)
     _inside(rootfs, "/etc/yum.repos.d").mkdir(exist_ok=True)
+    # Only versionlock, as on Rocky: Debian's dnf-plugins-core also enables `local`, whose unreadable
+    # _dnf_local repository makes every dnf run fail with skip_if_unavailable=False.
+    for conf in _inside(rootfs, "/etc/dnf/plugins").glob("*.conf"):
+        if conf.name != "versionlock.conf":
+            conf.write_text(re.sub(r"(?m)^enabled\s*=.*$", "enabled=0", conf.read_text()))
+    _chroot(rootfs, ["ldconfig"], log, log_path)
 
 
 def _add_user(rootfs: Path, log: IO[str], log_path: Path) -> None:

@@ -76,6 +76,27 @@ def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
     return "\n".join(lines)
 
 
+# The sandbox's compatibility lock: versions whose stand-in packages the mirror holds, and the CPU build of
+# PyTorch 2.13.0 from its wheel index (the nodes have no GPU). It fits gpuprov's compatibility table.
+SANDBOX_LOCK = {
+    "driver_branch": "550",
+    "driver_version": "550.127.08",
+    "driver_flavor": "open",
+    "cuda_version": "12.4.1",
+    "cudnn_version": "9.5.1.17",
+    "nccl_version": "2.21.5",
+    "pytorch_version": "2.13.0",
+    "pytorch_cuda_tag": "cpu",
+}
+
+
+def render_lock() -> str:
+    """group_vars/all/gpu_stack.yml beside the sandbox inventory."""
+    lines = ["# The sandbox's compatibility lock, written by `gpuprov sandbox up`.", "gpu_stack:"]
+    lines += [f'  {key}: "{value}"' for key, value in SANDBOX_LOCK.items()]
+    return "\n".join(lines) + "\n"
+
+
 def render_known_hosts(entries: list[tuple[str, str]]) -> str:
     """known_hosts lines from (address, 'ssh-ed25519 AAAA...') pairs."""
     return "".join(f"{address} {key}\n" for address, key in entries)

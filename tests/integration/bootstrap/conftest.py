@@ -125,9 +125,11 @@ def ansible_processes(sandbox: Sandbox) -> list[str]:
     return [line for line in out.splitlines() if "ansible-playbook" in line and inventory in line]
 
 
-@pytest.fixture(scope="session")
-def deb_sandbox(sandbox_env: dict[str, str]) -> Iterator[Sandbox]:
-    """Three Debian 12 nodes: node1 and node2 are bootstrapped, node3 stays fresh (for --check)."""
-    sandbox = start_sandbox(unique_name("boot"), sandbox_env, "--nodes", "3", "--os", "debian12")
+@pytest.fixture(scope="module")
+def boot_mixed_sandbox(sandbox_env: dict[str, str]) -> Iterator[Sandbox]:
+    """debian12 + ubuntu22.04 + rocky9 (stand-ins), for bootstrap alone: other tests add repositories."""
+    sandbox = start_sandbox(
+        unique_name("bmix"), sandbox_env, "--nodes", "3", "--os", "debian12,ubuntu22.04,rocky9"
+    )
     yield sandbox
     gpuprov("sandbox", "down", "--name", sandbox.name, env=sandbox_env, check=False)

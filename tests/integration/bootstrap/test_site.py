@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.bootstrap.conftest import LOCK, ROLE_FILE, bootstrap, bootstrap_interrupted, on_node
-from tests.integration.conftest import Sandbox
+from tests.integration.bootstrap.conftest import ROLE_FILE, bootstrap, bootstrap_interrupted, on_node
+from tests.integration.conftest import BootstrapRun, Sandbox
 
 pytestmark = pytest.mark.integration
-WITH_LOCK = ("-e", f"@{LOCK}")
-DRIVER_PACKAGE = "nvidia-driver-550-open"  # the sample lock's driver branch and flavour
+DRIVER_PACKAGE = "nvidia-driver-550-open"  # the sandbox lock's driver branch and flavour
 
 
 def installed(sandbox: Sandbox, node: str, package: str) -> bool:
@@ -23,7 +22,7 @@ def installed(sandbox: Sandbox, node: str, package: str) -> bool:
 
 
 def test_check_mode_on_a_fresh_host(deb_sandbox: Sandbox) -> None:
-    result = bootstrap(deb_sandbox, *WITH_LOCK, "--limit", "node3", "--check")
+    result = bootstrap(deb_sandbox, "--limit", "node3", "--check")
     assert result.returncode == 0, result.stderr
     summary = result.summary()
     assert summary["check"] is True and list(summary["hosts"]) == ["node3"]
@@ -33,10 +32,10 @@ def test_check_mode_on_a_fresh_host(deb_sandbox: Sandbox) -> None:
     assert not installed(deb_sandbox, "node3", DRIVER_PACKAGE)
 
 
-def test_bootstrap_two_nodes_with_limit(deb_sandbox: Sandbox) -> None:
-    result = bootstrap(deb_sandbox, *WITH_LOCK, "--limit", "node1,node2")
+def test_bootstrap_two_nodes_with_limit(deb_sandbox: Sandbox, first_bootstrap: BootstrapRun) -> None:
+    result = first_bootstrap  # shared with the launch tests, which run jobs on these two nodes
     assert result.returncode == 0, result.stderr
-    summary = result.summary()
+    summary = result.summary
     assert sorted(summary["hosts"]) == ["node1", "node2"]
     for node in ("node1", "node2"):
         host = summary["hosts"][node]
@@ -46,22 +45,22 @@ def test_bootstrap_two_nodes_with_limit(deb_sandbox: Sandbox) -> None:
     assert not installed(deb_sandbox, "node3", DRIVER_PACKAGE)  # outside --limit: untouched
 
 
-def test_second_run_changes_nothing(deb_sandbox: Sandbox) -> None:
-    result = bootstrap(deb_sandbox, *WITH_LOCK, "--limit", "node1,node2", "--json")
+def test_second_run_changes_nothing(deb_sandbox: Sandbox, first_bootstrap: BootstrapRun) -> None:
+    result = bootstrap(deb_sandbox, "--limit", "node1,node2", "--json")
     assert result.returncode == 0, result.stderr
     for node, host in result.summary()["hosts"].items():
         assert host["changed"] == 0, f"{node}: {host}"
         assert host["status"] == "ok"
 
 
-def test_mixed_inventory_interrupted_then_bootstrapped(mixed_sandbox: Sandbox) -> None:
+def test_mixed_inventory_interrupted_then_bootstrapped(boot_mixed_sandbox: Sandbox) -> None:
     """debian12 + ubuntu22.04 + rocky9 stand-ins: Ctrl-C once the roles are changing hosts, then run again."""
-    interrupted = bootstrap_interrupted(mixed_sandbox, *WITH_LOCK, when=": changed: ")
+    interrupted = bootstrap_interrupted(boot_mixed_sandbox, when=": changed: ")
     assert interrupted.returncode == 130, interrupted.stderr
     assert interrupted.error_lines()[-1].startswith("error: interrupted: Ansible was stopped")
     assert interrupted.summary()["status"] == "interrupted"
 
-    result = bootstrap(mixed_sandbox, *WITH_LOCK)
+    result = bootstrap(boot_mixed_sandbox)
     assert result.returncode == 0, result.stderr
     hosts = result.summary()["hosts"]
     assert len(hosts) == 3

@@ -1,48 +1,34 @@
-"""One 2-node sandbox for every launch test, with the Python env the python_env role makes.
-
-`provision_python_env` is the single place that stands in for `gpuprov bootstrap` (the python_env
-role): a venv at /opt/gpuprov/envs/train with torch 2.13.0 (CPU) from the sandbox mirror, and the fact
-file the role records. Once bootstrap + python_env exist, replace its body with a bootstrap of the
-sandbox; the tests read only the fact file and the env, as they would after a real bootstrap.
+"""The launch tests run on node1 and node2 of the Debian sandbox that `gpuprov bootstrap` made ready
+(the first_bootstrap fixture: the real site.yml, so the Python env and its fact file come from the
+python_env role), through an inventory of those two hosts.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import BIN, Sandbox, gpuprov, start_sandbox, unique_name
+from tests.integration.conftest import BIN, BootstrapRun, Sandbox
 
 ENV_PATH = "/opt/gpuprov/envs/train"
 FACT_FILE = "/etc/ansible/facts.d/gpuprov_python_env.fact"
 REPO = Path(__file__).resolve().parents[3]
 
-_PROVISION = f"""
-set -eu
-if [ -f {FACT_FILE} ] && {ENV_PATH}/bin/python -c 'import torch' 2>/dev/null; then echo unchanged; exit 0; fi
-python3 -m venv {ENV_PATH}
-{ENV_PATH}/bin/pip install -q --disable-pip-version-check \\
-  --index-url '{{{{ gpuprov_mirror_url }}}}/pypi/simple' \\
-  --trusted-host '{{{{ gpuprov_mirror_url | urlsplit("hostname") }}}}' torch==2.13.0 numpy
-mkdir -p /etc/ansible/facts.d
-{ENV_PATH}/bin/python - > {FACT_FILE}.tmp <<'PY'
-import json, sys, torch
-print(json.dumps({{"manager": "pip", "path": "{ENV_PATH}", "python": sys.executable,
-    "python_version": "%d.%d.%d" % sys.version_info[:3], "torch_version": torch.__version__,
-    "torch_cuda": torch.version.cuda, "nccl_version": None, "spec_hash": "test-fixture"}}))
-PY
-mv {FACT_FILE}.tmp {FACT_FILE}
-echo changed
-"""
 
-
-def provision_python_env(sandbox: Sandbox, limit: str = "gpu_nodes") -> None:
-    """Stand-in for `gpuprov bootstrap` (python_env role): venv, torch, fact file; all nodes at once."""
-    sandbox.ansible(limit, "-b", "-f", "8", "-m", "ansible.builtin.shell", "-a", _PROVISION)
+def two_node_inventory(sandbox: Sandbox) -> Path:
+    """A copy of the sandbox inventory without node3 (kept fresh for the bootstrap --check test)."""
+    source = Path(sandbox.inventory)
+    target = source.parent / "launch" / "inventory.ini"
+    target.parent.mkdir(exist_ok=True)
+    lines = [line for line in source.read_text().splitlines() if not line.startswith("node3 ")]
+    target.write_text("\n".join(lines) + "\n")
+    group_vars = target.parent / "group_vars"
+    if not group_vars.exists():
+        group_vars.symlink_to(source.parent / "group_vars")
+    return target
 
 
 def docker_exec(container: str, *command: str) -> subprocess.CompletedProcess[str]:
@@ -65,13 +51,9 @@ def python_processes(container: str) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def launch_sandbox(sandbox_env: dict[str, str]) -> Iterator[Sandbox]:
-    sandbox = start_sandbox(unique_name("launch"), sandbox_env, "--nodes", "2")
-    try:
-        provision_python_env(sandbox)
-        yield sandbox
-    finally:
-        gpuprov("sandbox", "down", "--name", sandbox.name, env=sandbox_env, check=False)
+def launch_sandbox(deb_sandbox: Sandbox, first_bootstrap: BootstrapRun) -> Sandbox:
+    assert first_bootstrap.returncode == 0, f"bootstrap of the launch hosts failed:\n{first_bootstrap.stderr}"
+    return Sandbox(deb_sandbox.name, two_node_inventory(deb_sandbox), deb_sandbox.env)
 
 
 def launch_env(sandbox: Sandbox) -> dict[str, str]:

@@ -78,3 +78,13 @@ def test_generated_key_is_one_openssh_accepts(tmp_path):
     )
     assert derived.stdout.split()[:2] == pair.public_openssh.split()[:2]
     assert keys.public_key_fields(pair.public_openssh).startswith("ssh-ed25519 ")
+
+
+def test_sandbox_lock_fits_the_compatibility_table():
+    import yaml
+
+    from gpuprov import lock
+
+    data = yaml.safe_load(inventory.render_lock())
+    assert data["gpu_stack"]["pytorch_version"] == "2.13.0"
+    assert lock.check(data["gpu_stack"]) == []
