@@ -115,9 +115,12 @@ def test_lock_that_does_not_fit(deb_sandbox: Sandbox, tmp_path: Path) -> None:
     assert_nothing_applied(deb_sandbox, result, before)
 
 
-def test_missing_lock(deb_sandbox: Sandbox) -> None:
+def test_missing_lock(deb_sandbox: Sandbox, tmp_path: Path) -> None:
+    # The sandbox's inventory has a lock in its group_vars/; a copy of the inventory file alone has none.
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text(Path(deb_sandbox.inventory).read_text())
     before = snapshot(deb_sandbox)
-    result = bootstrap(deb_sandbox)
+    result = bootstrap(deb_sandbox, inventory=inventory)
     assert result.returncode == 2, result.stderr
     assert result.error_lines() == [
         "error: (lock: all hosts): gpu_stack is not set; copy inventory/sample/group_vars/all/gpu_stack.yml "
