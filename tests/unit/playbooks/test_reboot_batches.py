@@ -75,7 +75,11 @@ def reboot_batches(plays: list[dict]) -> list[list[str]]:
 
 def test_only_marked_hosts_reboot_in_batches_of_the_configured_size(tmp_path: Path):
     plays = run_reboot_play(tmp_path, ["host1", "host3", "host4"], batch="2")
-    assert reboot_batches(plays) == [["host1", "host3"], ["host4"]]
+    batches = reboot_batches(plays)
+    # Batches of two, then the rest; which marked host lands in which batch follows the order in which
+    # hosts joined the pending group, which Ansible does not fix.
+    assert [len(batch) for batch in batches] == [2, 1]
+    assert sorted(host for batch in batches for host in batch) == ["host1", "host3", "host4"]
     # Check mode rebooted nothing and left every mark in place.
     assert sorted(p.name for p in tmp_path.glob("*.reboot-required")) == [
         "host1.reboot-required",
