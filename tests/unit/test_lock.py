@@ -4,20 +4,11 @@ import pytest
 import yaml
 
 from gpuprov import lock, resources
+from gpuprov.sandbox.inventory import SANDBOX_LOCK
 
 SAMPLE_LOCK = resources.data_dir("inventory") / "sample" / "group_vars" / "all" / "gpu_stack.yml"
 
-# The lock the sandbox uses: every package of it exists on the sandbox mirror.
-SANDBOX_LOCK = {
-    "driver_branch": "550",
-    "driver_version": "550.127.08",
-    "driver_flavor": "open",
-    "cuda_version": "12.4.1",
-    "cudnn_version": "9.5.1.17",
-    "nccl_version": "2.21.5",
-    "pytorch_version": "2.13.0",
-    "pytorch_cuda_tag": "cpu",
-}
+# The lock the sandbox writes beside its inventory: every package of it exists on the sandbox mirror.
 
 
 def with_(**changes: str) -> dict[str, str]:
