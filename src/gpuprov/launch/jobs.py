@@ -7,11 +7,14 @@ the inventory.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import secrets
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,10 @@ from gpuprov.errors import BadInput
 from gpuprov.launch import remote
 
 _ID_RE = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
+STARTING = "starting"
 RUNNING = "running"
+STOPPING = "stopping"
+ACTIVE_STATES = (STARTING, RUNNING, STOPPING)
 FINAL_STATES = ("succeeded", "failed", "stopped", "interrupted")
 
 
@@ -88,11 +94,48 @@ class Job:
         tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
         os.replace(tmp, self.local_dir / "job.json")
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[str | None]:
+        """Hold the record's lock and yield the state on disk (None before the first save).
+
+        Several clients can hold a copy of one job (`launch`, `logs -f`, `jobs`, `stop`); each state change
+        re-reads the record under the lock, so a copy read earlier cannot undo a later change.
+        """
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.local_dir / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            path = self.local_dir / "job.json"
+            yield json.loads(path.read_text())["state"] if path.is_file() else None
+
+    def _adopt_disk(self) -> None:
+        data = json.loads((self.local_dir / "job.json").read_text())
+        self.state, self.exit_codes, self.finished = data["state"], data["exit_codes"], data["finished"]
+
+    def mark(self, state: str) -> bool:
+        """Move an active job to `state`; once it has ended, return False and adopt the record."""
+        with self._locked() as on_disk:
+            if on_disk in FINAL_STATES or (on_disk == STOPPING and state == RUNNING):
+                self._adopt_disk()
+                return False
+            self.state = state
+            self.save()
+            return True
+
     def finish(self, state: str, exit_codes: dict[str, int | None]) -> None:
-        self.state = state
-        self.exit_codes = exit_codes
-        self.finished = time.time()
-        self.save()
+        """Record how the job ended, once: the first end recorded stays.
+
+        A job being stopped ends as `stopped`, whoever sees its ranks exit first.
+        """
+        with self._locked() as on_disk:
+            if on_disk in FINAL_STATES:
+                self._adopt_disk()
+                return
+            if on_disk == STOPPING and state in ("succeeded", "failed"):
+                state = "stopped"
+            self.state = state
+            self.exit_codes = exit_codes
+            self.finished = time.time()
+            self.save()
 
 
 def _from_dict(data: dict[str, Any]) -> Job:

@@ -188,7 +188,7 @@ def _record(the_plan: Plan, opts: LaunchOptions) -> jobs.Job:
         master=f"{the_plan.checks.master_addr}:{the_plan.checks.master_port}",
         detach=opts.detach,
         grace_s=opts.grace_s,
-        state="starting",
+        state=jobs.STARTING,
     )
     job.save()
     return job
@@ -236,8 +236,7 @@ def _start_detached(the_plan: Plan, job: jobs.Job) -> None:
         _stop_hosts(the_plan.checks.clients, job)
         job.finish("failed", {})
         raise GpuprovError(f"job {job.id} did not start: {'; '.join(errors)}; stopped it everywhere")
-    job.state = jobs.RUNNING
-    job.save()
+    job.mark(jobs.RUNNING)
     console.success(f"Job {job.id} is running on {len(job.hosts)} host(s), detached")
     console.result(job.id)
     console.info(f"  gpuprov logs {job.id} -f    gpuprov jobs    gpuprov stop {job.id}")
@@ -295,8 +294,7 @@ def _run_attached(the_plan: Plan, job: jobs.Job, started: float) -> None:
 
     with _sigterm_as_interrupt():
         try:
-            job.state = jobs.RUNNING
-            job.save()
+            job.mark(jobs.RUNNING)
             console.step(f"Starting job {job.id} on {len(names)} host(s) (logs: {job.local_dir})")
             for name in names:
                 command = remote.agent_command(python[name], job.remote_dir, "attach", job.remote_dir)
@@ -471,7 +469,7 @@ def _connect_all(job: jobs.Job) -> tuple[dict[str, paramiko.SSHClient], dict[str
 
 def refresh(job: jobs.Job) -> jobs.Job:
     """For a job recorded as running: ask its hosts how it stands, and record the end when it has ended."""
-    if job.state not in (jobs.RUNNING, "starting"):
+    if job.state not in jobs.ACTIVE_STATES:
         return job
     clients, problems = _connect_all(job)
     try:
@@ -574,6 +572,8 @@ def show_logs(job_id: str, follow: bool) -> None:
 
 def stop_job(job_id: str) -> None:
     job = jobs.load(job_id)
+    # Recorded first, so a client that sees the ranks exit from here on records `stopped`, not `failed`.
+    job.mark(jobs.STOPPING)
     clients, problems = _connect_all(job)
     try:
         problems.update(_stop_hosts(clients, job))
@@ -594,6 +594,5 @@ def stop_job(job_id: str) -> None:
             f"job {job.id}: could not stop it on {', '.join(sorted(problems))} "
             f"({'; '.join(problems.values())}); run `gpuprov stop {job.id}` again when the host is back"
         )
-    if job.state not in jobs.FINAL_STATES:
-        job.finish("stopped", codes)
+    job.finish("stopped", codes)
     console.success(f"Job {job.id} stopped on {len(job.hosts)} host(s); no process of it is left")
