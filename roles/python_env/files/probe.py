@@ -11,6 +11,7 @@ info = {
     "torch_version": None,
     "torch_cuda": None,
     "nccl_version": None,
+    "torch_computes": None,
 }
 try:
     import torch
@@ -19,6 +20,9 @@ except ImportError:
 else:
     info["torch_version"] = torch.__version__
     info["torch_cuda"] = torch.version.cuda
+    # A tiny matmul: an import that works but cannot compute (a broken BLAS, a wrong CPU build) shows here.
+    x = torch.arange(6.0).reshape(2, 3)
+    info["torch_computes"] = int((x @ x.T).sum().item()) == 83
     try:
         import torch.distributed as dist
 
