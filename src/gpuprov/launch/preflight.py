@@ -1,6 +1,6 @@
 """Preflight: every check that can fail before any rank starts, on all hosts at once, all problems together.
 
-Per host: SSH (host key checked), the Python env (from the python_env role's fact file), torch importable,
+Per host: SSH (host key checked), the Python env (from the python_env role's fact file), `import torch`,
 torch / CUDA / NCCL versions, GPU count. Across hosts: versions agree, the master port is free on the
 master, and every other host can open a TCP connection to the master's address and port.
 """
@@ -24,10 +24,41 @@ FACT_FILE = "/etc/ansible/facts.d/gpuprov_python_env.fact"
 DEFAULT_PYTHON = "/opt/gpuprov/envs/train/bin/python"
 REACH_TIMEOUT_S = 5.0
 
-# Finds the env's torch and reads its versions without `import torch` (seconds on a busy host, and
-# torchrun imports it right after): the package, its compiled core and torch/version.py must be there.
-_PROBE = """
-import importlib.util, json, os, sys
+# What a successful `import torch` depends on, cheaply: the interpreter, the env's site-packages and torch
+# directories (pip changes their mtimes when it installs, upgrades or removes anything) and the linker
+# cache (system libraries added or removed). A host keeps the state of its last successful import in
+# ~/.gpuprov/torch-import-ok/; while the state is the same, the import (seconds per host) is not repeated.
+_ENV_STATE = """
+import hashlib, importlib.util, os, sys, sysconfig
+
+
+def env_state():
+    where = sysconfig.get_paths()
+    paths = [os.path.realpath(sys.executable), where["purelib"], where["platlib"], "/etc/ld.so.cache"]
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.submodule_search_locations:
+        paths += list(spec.submodule_search_locations)
+    digest = hashlib.sha256(os.environ.get("LD_LIBRARY_PATH", "").encode())
+    for path in paths:
+        try:
+            st = os.stat(path)
+            digest.update(("%s %d %d %d\\n" % (path, st.st_mtime_ns, st.st_size, st.st_ino)).encode())
+        except OSError:
+            digest.update(("%s missing\\n" % path).encode())
+    return digest.hexdigest()
+
+
+IMPORT_MARK = os.path.join(os.path.expanduser("~/.gpuprov/torch-import-ok"),
+                           hashlib.sha256(sys.executable.encode()).hexdigest()[:16])
+"""
+
+# First look: finds the env's torch and reads its versions from its files, in milliseconds, so a missing
+# env or torch is reported at once. The real `import torch` (_IMPORT) runs meanwhile and has the last word,
+# unless this env imported torch before and has not changed since (env_state).
+_PROBE = (
+    _ENV_STATE
+    + """
+import json
 info = {"python_version": "%d.%d.%d" % sys.version_info[:3]}
 try:
     spec = importlib.util.find_spec("torch")
@@ -49,10 +80,51 @@ try:
         except Exception:
             nccl = None
     info["nccl"] = nccl
+    try:
+        with open(IMPORT_MARK) as f:
+            info["imported_before"] = f.read() == env_state()
+    except OSError:
+        info["imported_before"] = False
 except Exception as exc:
     info["error"] = "%s: %s" % (type(exc).__name__, exc)
 print(json.dumps(info))
 """
+)
+
+# The real import, as the ranks will do it: a torch that is there but cannot load (a missing CUDA library,
+# a broken wheel) fails here, before any rank starts. Takes a second or more, so it runs in the background
+# while the other checks go on (see _start_import).
+_IMPORT = (
+    _ENV_STATE
+    + """
+import json
+info = {}
+state = env_state()
+try:
+    import torch
+    info["torch"] = torch.__version__
+    info["cuda"] = torch.version.cuda
+    info["nccl"] = None
+    if torch.version.cuda:
+        try:
+            v = torch.cuda.nccl.version()
+            info["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        except Exception:
+            pass
+except Exception as exc:
+    info["error"] = "%s: %s" % (type(exc).__name__, exc)
+else:
+    try:
+        os.makedirs(os.path.dirname(IMPORT_MARK), exist_ok=True)
+        with open(IMPORT_MARK + ".tmp", "w") as f:
+            f.write(state)
+        os.replace(IMPORT_MARK + ".tmp", IMPORT_MARK)
+    except OSError:
+        pass  # a read-only home: the import is just repeated next time
+print(json.dumps(info))
+"""
+)
+IMPORT_TIMEOUT_S = 120.0
 
 # On the master: bind the port (the given one, or the first free one of a range), say which, then accept
 # one connection per other host and report the token each sent.
@@ -125,6 +197,7 @@ class HostCheck:
     gpus: int = 0
     nproc: int = 0
     problems: list[str] = field(default_factory=list)
+    importing: tuple[paramiko.ChannelFile, paramiko.ChannelFile] | None = None  # stdout, stderr
 
 
 @dataclass
@@ -160,7 +233,13 @@ def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, n
     checks = remote.on_all(selected, _check_host)
     result = Preflight(checks, master_addr, master_port or 0)
     try:
-        problems = [p for c in checks for p in c.problems]
+        problems: list[str] = []
+        if checks[0].client is not None and checks[0].torch is not None:
+            port, reach_problems = _master_port_and_reach(checks, master_addr, master_port)
+            result.master_port = port
+            problems += reach_problems
+        remote.on_all(checks, _finish_import)
+        problems = [p for c in checks for p in c.problems] + problems
         problems += _versions_agree([c for c in checks if c.torch is not None])
         for check in checks:
             if check.torch is None:
@@ -173,10 +252,6 @@ def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, n
                 )
             else:
                 check.nproc = resolved
-        if checks[0].client is not None and checks[0].torch is not None:
-            port, reach_problems = _master_port_and_reach(checks, master_addr, master_port)
-            result.master_port = port
-            problems += reach_problems
         if problems:
             raise PreflightFailed(problems)
     except BaseException:
@@ -230,7 +305,46 @@ def _probe(check: HostCheck) -> None:
         return
     check.torch, check.cuda = info["torch"], info.get("cuda")
     check.nccl = info.get("nccl") or fact_nccl
+    if not info.get("imported_before"):
+        _start_import(check)
     check.gpus = _gpu_count(check)
+
+
+def _start_import(check: HostCheck) -> None:
+    assert check.client is not None
+    try:
+        stdin, out, err = check.client.exec_command(
+            remote.python_command(check.python, _IMPORT), timeout=IMPORT_TIMEOUT_S
+        )
+        stdin.channel.shutdown_write()
+    except (paramiko.SSHException, OSError) as exc:
+        raise GpuprovError(f"SSH failed while starting the torch import check ({exc})") from None
+    check.importing = (out, err)
+
+
+def _finish_import(check: HostCheck) -> None:
+    """Wait for the host's `import torch`; its versions replace those read from the files."""
+    if check.importing is None:
+        return
+    out, err = check.importing
+    check.importing = None
+    name = check.host.name
+    stderr = ""
+    try:
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+        info = json.loads(stdout.strip().splitlines()[-1])
+    except (TimeoutError, paramiko.SSHException, OSError, ValueError, IndexError):
+        last = (stderr.strip().splitlines() or ["no answer"])[-1]
+        check.problems.append(f"{name}: `import torch` with {check.python} did not report ({last})")
+        check.torch = None
+        return
+    if "error" in info:
+        check.problems.append(f"{name}: the env {check.python} cannot import torch ({info['error']})")
+        check.torch = None
+        return
+    check.torch, check.cuda = info["torch"], info.get("cuda")
+    check.nccl = info.get("nccl") or check.nccl
 
 
 def _gpu_count(check: HostCheck) -> int:

@@ -133,6 +133,34 @@ def test_interrupt_tears_down_every_host(launch_sandbox: Sandbox, sleeper: Path,
     _assert_no_job_process(launch_sandbox, job_id)
 
 
+def test_lost_ssh_connection_counts_as_that_node_failing(launch_sandbox: Sandbox, sleeper: Path) -> None:
+    proc = subprocess.Popen(
+        [str(BIN / "gpuprov"), "launch", "--nodes", "2", str(sleeper)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=launch_env(launch_sandbox),
+    )  # fmt: skip
+    assert proc.stdout is not None
+    seen = set()
+    deadline = time.monotonic() + 120
+    while len(seen) < 2 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if "| rank " in line and " up" in line:
+            seen.add(line.split("/")[0])
+    assert seen == {"node1", "node2"}
+    # Cut node2's SSH connection: kill the sshd process that serves gpuprov's session there (the listener
+    # stays, so a new connection can still get in, as after a network blip).
+    node2 = container(launch_sandbox, "node2")
+    cut = docker_exec(node2, "pkill", "-KILL", "-u", "gpuprov", "-f", "^sshd: gpuprov")
+    assert cut.returncode == 0, cut.stderr
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 1, err
+    job_id = _job_id(err)
+    assert f"error: job {job_id} failed: node2 " in err, err
+    assert "stopped by gpuprov" in err  # node1, torn down because node2 was lost
+    _assert_no_job_process(launch_sandbox, job_id)
+
+
 def test_detach_logs_stop_and_a_second_job_survives_teardown(launch_sandbox: Sandbox, sleeper: Path) -> None:
     detached = gp(launch_sandbox, "launch", "--nodes", "2", "--detach", str(sleeper))
     assert detached.returncode == 0, detached.stderr
@@ -270,3 +298,19 @@ def test_host_without_env(launch_sandbox: Sandbox) -> None:
     finally:
         restore = "mv /opt/gpuprov/envs/train.off /opt/gpuprov/envs/train && mv {f}.off {f}"
         docker_exec(node2, "sh", "-c", restore.format(f=fact))
+
+
+def test_host_whose_torch_cannot_be_imported(launch_sandbox: Sandbox) -> None:
+    # torch's files are all there (the quick look passes); only the real `import torch` fails, as it would
+    # for a rank: a .pth file makes its compiled core unimportable in that env on node2.
+    node2 = container(launch_sandbox, "node2")
+    pth = "$(echo /opt/gpuprov/envs/train/lib/python3*/site-packages)/gpuprov-test-break-torch.pth"
+    breaker = "import sys; sys.modules['torch._C'] = None"
+    assert docker_exec(node2, "sh", "-c", f'echo "{breaker}" > "{pth}"').returncode == 0
+    try:
+        before = _remote_job_dirs(launch_sandbox)
+        proc = gp(launch_sandbox, "launch", "--nodes", "2", EXAMPLE)
+        _assert_one_line_error(proc, 2, "node2: the env /opt/gpuprov/envs/train/bin/python cannot import")
+        assert _remote_job_dirs(launch_sandbox) == before
+    finally:
+        docker_exec(node2, "sh", "-c", f'rm -f "{pth}"')
