@@ -11,7 +11,8 @@ which it does only after every host reported no process of the job left (checked
 For contrast, the same failure with the plain ssh + torchrun loop: the other node's ranks keep running
 (measured up to a cap, then cleaned up).
 
-Starts its own sandbox (name bench-launch-*) with the Python env the tests use, and removes it after.
+Starts its own debian12 sandbox (name bench-launch-*), makes it ready with `gpuprov bootstrap` (the
+Python env comes from the python_env role, as for a user), and removes it after.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.integration.conftest import Sandbox, start_sandbox  # noqa: E402
-from tests.integration.launch.conftest import provision_python_env  # noqa: E402
 
 BIN = REPO / ".venv" / "bin"
 PYTHON = "/opt/gpuprov/envs/train/bin/python"
 BASELINE_CAP_S = 20.0
+# In the range the network_tuning role opens to the cluster's nodes (29400-29599), like gpuprov's default.
+BASELINE_PORT = 29550
 
 FIRST_LINE = 'import os\nprint("first line of rank", os.environ["RANK"], flush=True)\n'
 CRASHER = """import os, sys, time
@@ -88,7 +90,7 @@ def baseline_launch(
         subprocess.run(["scp", "-q", *ssh, str(script), f"gpuprov@{address}:bench_{script.name}"], check=True)
         command = (
             f"BENCH_ID={marker} {PYTHON} -m torch.distributed.run --nnodes {len(addresses)} "
-            f"--nproc-per-node 1 --node-rank {rank} --master-addr {master} --master-port 29650 "
+            f"--nproc-per-node 1 --node-rank {rank} --master-addr {master} --master-port {BASELINE_PORT} "
             f"bench_{script.name}"
         )
         procs.append(
@@ -137,20 +139,34 @@ def main() -> int:
     )
     parser.add_argument("--nodes", default="2,4")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--keep", action="store_true", help="keep the sandbox afterwards")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the sandbox afterwards (prints how to reuse it)"
+    )
+    parser.add_argument("--reuse", metavar="STATE_DIR:NAME", help="use a sandbox kept by an earlier --keep")
     args = parser.parse_args()
     counts = [int(n) for n in args.nodes.split(",")]
 
-    state = Path(tempfile.mkdtemp(prefix="gpuprov-bench-"))
+    if args.reuse:
+        state_text, name = args.reuse.rsplit(":", 1)
+        state = Path(state_text)
+    else:
+        state = Path(tempfile.mkdtemp(prefix="gpuprov-bench-"))
+        name = f"bench-launch-{uuid.uuid4().hex[:6]}"
     env = {**os.environ, "GPUPROV_STATE_DIR": str(state), "GPUPROV_CACHE_DIR": os.environ.get(
         "GPUPROV_CACHE_DIR", str(Path.home() / ".cache" / "gpuprov"))}  # fmt: skip
-    name = f"bench-launch-{uuid.uuid4().hex[:6]}"
-    print(f"starting sandbox {name} with {max(counts)} nodes and the Python env ...", flush=True)
-    sandbox: Sandbox = start_sandbox(name, env, "--nodes", str(max(counts)))
+    print(
+        f"sandbox {name} with {max(counts)} nodes (started if need be), then `gpuprov bootstrap` ...",
+        flush=True,
+    )
+    sandbox: Sandbox = start_sandbox(name, env, "--nodes", str(max(counts)), "--os", "debian12")
     try:
         t = time.monotonic()
-        provision_python_env(sandbox)
-        print(f"env ready in {time.monotonic() - t:.0f} s", flush=True)
+        if not args.reuse:  # a kept sandbox was bootstrapped by the run that kept it
+            subprocess.run(
+                [str(BIN / "gpuprov"), "--quiet", "bootstrap", str(sandbox.inventory)], env=env, check=True,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        print(f"bootstrapped in {time.monotonic() - t:.0f} s", flush=True)
         env["GPUPROV_INVENTORY"] = str(sandbox.inventory)
         sandbox_dir = sandbox.inventory.parent
         ssh = ssh_base(
@@ -163,7 +179,7 @@ def main() -> int:
         ]
         containers = [f"gpuprov-{name}-node{i}" for i in range(1, max(counts) + 1)]
         work = state / "scripts"
-        work.mkdir()
+        work.mkdir(exist_ok=True)
         first_line, crasher = work / "first_line.py", work / "crasher.py"
         first_line.write_text(FIRST_LINE)
         crasher.write_text(CRASHER)
@@ -219,7 +235,9 @@ def main() -> int:
             print(f"{label:<28} {ours_s:>8.2f} s {theirs_text:>12} {ratio:>8}")
         print("\n(ratio = ssh loop / gpuprov; '>20 s': the other nodes' ranks were still running at the cap)")
     finally:
-        if not args.keep:
+        if args.keep:
+            print(f"kept: --reuse {state}:{name}")
+        else:
             subprocess.run(
                 [str(BIN / "gpuprov"), "sandbox", "down", "--name", name], env=env, capture_output=True
             )
