@@ -75,9 +75,16 @@ def bootstrap(
 
 
 def bootstrap_interrupted(
-    sandbox: Sandbox, *args: str, when: str, playbook: Path | None = None, timeout: float = 900
+    sandbox: Sandbox,
+    *args: str,
+    when: str,
+    times: int = 1,
+    settle_s: float = 0.0,
+    playbook: Path | None = None,
+    timeout: float = 900,
 ) -> Result:
-    """Start a bootstrap, send SIGINT (as Ctrl-C does) once its run log shows `when`, wait for it to end."""
+    """Start a bootstrap, send SIGINT (as Ctrl-C does) settle_s seconds after its run log shows `when` on
+    `times` lines (a result per host: one host can be a task ahead of another), and wait for it to end."""
     state_dir = Path(sandbox.env["GPUPROV_STATE_DIR"])
     before = set((state_dir / "runs").iterdir()) if (state_dir / "runs").is_dir() else set()
     proc = subprocess.Popen(
@@ -93,7 +100,8 @@ def bootstrap_interrupted(
         while time.monotonic() < deadline and proc.poll() is None:
             new = set((state_dir / "runs").iterdir()) - before if (state_dir / "runs").is_dir() else set()
             logs = [run / "gpuprov.log" for run in new if (run / "gpuprov.log").is_file()]
-            if any(when in log.read_text() for log in logs):
+            if any(log.read_text().count(when) >= times for log in logs):
+                time.sleep(settle_s)
                 proc.send_signal(signal.SIGINT)
                 break
             time.sleep(0.2)

@@ -81,6 +81,8 @@ def test_interrupt_then_run_again(deb_sandbox: Sandbox) -> None:
         "-e",
         "test_sleep=120",
         when=": Write the first marker",
+        times=2,  # node1 and node2 are both past it,
+        settle_s=3.0,  # and into the next task, the 120 s wait (its start is not in the run log)
         playbook=SMALL_PLAYBOOK,
     )
     assert result.returncode == 130, result.stderr
