@@ -95,8 +95,8 @@ class Job:
         os.replace(tmp, self.local_dir / "job.json")
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[str | None]:
-        """Hold the record's lock and yield the state on disk (None before the first save).
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        """Hold the record's lock and yield the record on disk ({} before the first save).
 
         Several clients can hold a copy of one job (`launch`, `logs -f`, `jobs`, `stop`); each state change
         re-reads the record under the lock, so a copy read earlier cannot undo a later change.
@@ -105,17 +105,18 @@ class Job:
         with open(self.local_dir / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             path = self.local_dir / "job.json"
-            yield json.loads(path.read_text())["state"] if path.is_file() else None
+            yield json.loads(path.read_text()) if path.is_file() else {}
 
-    def _adopt_disk(self) -> None:
-        data = json.loads((self.local_dir / "job.json").read_text())
-        self.state, self.exit_codes, self.finished = data["state"], data["exit_codes"], data["finished"]
+    def _adopt(self, on_disk: dict[str, Any]) -> None:
+        self.state = on_disk["state"]
+        self.exit_codes, self.finished = on_disk["exit_codes"], on_disk["finished"]
 
     def mark(self, state: str) -> bool:
         """Move an active job to `state`; once it has ended, return False and adopt the record."""
         with self._locked() as on_disk:
-            if on_disk in FINAL_STATES or (on_disk == STOPPING and state == RUNNING):
-                self._adopt_disk()
+            recorded = on_disk.get("state")
+            if recorded in FINAL_STATES or (recorded == STOPPING and state == RUNNING):
+                self._adopt(on_disk)
                 return False
             self.state = state
             self.save()
@@ -127,10 +128,11 @@ class Job:
         A job being stopped ends as `stopped`, whoever sees its ranks exit first.
         """
         with self._locked() as on_disk:
-            if on_disk in FINAL_STATES:
-                self._adopt_disk()
+            recorded = on_disk.get("state")
+            if recorded in FINAL_STATES:
+                self._adopt(on_disk)
                 return
-            if on_disk == STOPPING and state in ("succeeded", "failed"):
+            if recorded == STOPPING and state in ("succeeded", "failed"):
                 state = "stopped"
             self.state = state
             self.exit_codes = exit_codes

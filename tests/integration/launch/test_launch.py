@@ -109,11 +109,11 @@ def test_rank_crash_tears_down_every_host(launch_sandbox: Sandbox, sleeper: Path
     assert elapsed < 60
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_interrupt_tears_down_every_host(launch_sandbox: Sandbox, sleeper: Path, sig: signal.Signals) -> None:
+def _launch_until_both_ranks_are_up(sandbox: Sandbox, sleeper: Path) -> subprocess.Popen[str]:
+    """An attached 2-node launch of the sleeper, returned once each node's rank has printed that it is up."""
     proc = subprocess.Popen(
         [str(BIN / "gpuprov"), "launch", "--nodes", "2", str(sleeper)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=launch_env(launch_sandbox),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=launch_env(sandbox),
     )  # fmt: skip
     assert proc.stdout is not None
     seen = set()
@@ -125,6 +125,12 @@ def test_interrupt_tears_down_every_host(launch_sandbox: Sandbox, sleeper: Path,
         if "| rank " in line and " up" in line:
             seen.add(line.split("/")[0])
     assert seen == {"node1", "node2"}
+    return proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupt_tears_down_every_host(launch_sandbox: Sandbox, sleeper: Path, sig: signal.Signals) -> None:
+    proc = _launch_until_both_ranks_are_up(launch_sandbox, sleeper)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -134,20 +140,7 @@ def test_interrupt_tears_down_every_host(launch_sandbox: Sandbox, sleeper: Path,
 
 
 def test_lost_ssh_connection_counts_as_that_node_failing(launch_sandbox: Sandbox, sleeper: Path) -> None:
-    proc = subprocess.Popen(
-        [str(BIN / "gpuprov"), "launch", "--nodes", "2", str(sleeper)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=launch_env(launch_sandbox),
-    )  # fmt: skip
-    assert proc.stdout is not None
-    seen = set()
-    deadline = time.monotonic() + 120
-    while len(seen) < 2 and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if "| rank " in line and " up" in line:
-            seen.add(line.split("/")[0])
-    assert seen == {"node1", "node2"}
+    proc = _launch_until_both_ranks_are_up(launch_sandbox, sleeper)
     # Cut node2's SSH connection: kill the sshd process that serves gpuprov's session there (the listener
     # stays, so a new connection can still get in, as after a network blip).
     node2 = container(launch_sandbox, "node2")
