@@ -79,8 +79,8 @@ class Catalogue:
 # To add a release, append a row to its tuple with NVIDIA's exact version strings (from the real
 # repository's Packages file or `nvcc --version`); the package names follow from the row. The mirror's
 # content hash covers this table, so the next `ensure_mirror_content()` builds a new mirror by itself.
-# Several rows of one kind may share package names (NCCL, drivers in the rpm repo): apt and dnf then see
-# several versions of one package, as in NVIDIA's repositories.
+# Several rows of one kind may share package names (NCCL, the drivers' Debian names and rpm names): apt and
+# dnf then see several versions of one package, as in NVIDIA's repositories.
 CATALOGUE = Catalogue(
     drivers=(
         DriverRelease(branch="535", version="535.216.03", cuda="12.2"),
@@ -212,10 +212,12 @@ def rpm_packages(catalogue: Catalogue) -> list[Package]:
 
 
 def _packages(catalogue: Catalogue, fmt: Format) -> list[Package]:
-    driver = _deb_driver if fmt is Format.DEB else _rpm_driver
     packages: list[Package] = []
     for d in catalogue.drivers:
-        packages += driver(d)
+        if fmt is Format.DEB:  # one apt repository holds both naming schemes; the names do not clash
+            packages += _deb_driver(d) + _deb_driver_debian(d)
+        else:
+            packages += _rpm_driver(d)
     for c in catalogue.cuda:
         packages.append(_cuda_toolkit(c, fmt))
     for cudnn in catalogue.cudnn:
@@ -336,6 +338,72 @@ def _deb_driver(d: DriverRelease) -> list[Package]:
         exclusive_group="nvidia-fabricmanager",
     )
     return [compute, utils, compute_utils, dkms, dkms_open, driver, driver_open, cuda_drivers, fabric]
+
+
+def _deb_driver_debian(d: DriverRelease) -> list[Package]:
+    """The driver with the names of NVIDIA's debian12 repository: Debian's names, the same for every branch.
+
+    Each branch is another version of the same packages, and nvidia-driver-cuda (what NVIDIA's guide installs
+    on a compute node, with the kernel modules) depends on the others at its own exact version. The packages
+    conflict with the per-branch names above that carry the same files, as Debian's and Ubuntu's packages
+    of one driver cannot be installed together.
+    """
+    fmt = Format.DEB
+    pkg = functools.partial(_package, fmt, d.version, "1")
+    libcuda = pkg(
+        "libcuda1",
+        "NVIDIA CUDA Driver Library",
+        _library(fmt.libdir, "libcuda", d.version, soname_version="1", what=f"NVIDIA driver {d.version}"),
+        conflicts=("libnvidia-compute",),
+    )
+    libnvidia_ml = pkg(
+        "libnvidia-ml1",
+        "NVIDIA Management Library (NVML) runtime library",
+        _library(
+            fmt.libdir, "libnvidia-ml", d.version, soname_version="1", what=f"NVIDIA driver {d.version}"
+        ),
+        conflicts=("libnvidia-compute",),
+    )
+    smi = pkg(
+        "nvidia-smi",
+        "NVIDIA System Management Interface (nvidia-smi)",
+        [_nvidia_smi(d)],
+        depends=(exact(libnvidia_ml),),
+        conflicts=("nvidia-utils",),
+    )
+    persistenced = pkg(
+        "nvidia-persistenced",
+        "NVIDIA persistence daemon",
+        _persistenced(d),
+        depends=(exact(libnvidia_ml),),
+        conflicts=("nvidia-compute-utils",),
+    )
+    # Both module flavours provide nvidia-kernel-<version>, as NVIDIA's do; one excludes the other.
+    kernel = Pin(f"nvidia-kernel-{d.version}", f"{d.version}-1")
+    modules = [
+        pkg(
+            name,
+            f"NVIDIA kernel modules, DKMS source ({what})",
+            [],
+            provides=(kernel,),
+            conflicts=("nvidia-dkms-kernel",),
+            exclusive_group="nvidia-kernel-module",
+        )
+        for name, what in (("nvidia-kernel-dkms", "proprietary"), ("nvidia-kernel-open-dkms", "open"))
+    ]
+    driver_cuda = pkg(
+        "nvidia-driver-cuda",
+        "NVIDIA driver CUDA integration components",
+        [],
+        depends=(
+            exact(smi),
+            exact(libcuda),
+            exact(libnvidia_ml),
+            exact(persistenced),
+            tuple(p for m in modules for p in exact(m)),
+        ),
+    )
+    return [libcuda, libnvidia_ml, smi, persistenced, *modules, driver_cuda]
 
 
 def _rpm_driver(d: DriverRelease) -> list[Package]:

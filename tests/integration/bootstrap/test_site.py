@@ -13,7 +13,7 @@ from tests.integration.bootstrap.conftest import ROLE_FILE, bootstrap, bootstrap
 from tests.integration.conftest import BootstrapRun, Sandbox
 
 pytestmark = pytest.mark.integration
-DRIVER_PACKAGE = "nvidia-driver-550-open"  # the sandbox lock's driver branch and flavour
+DRIVER_PACKAGE = "nvidia-driver-cuda"  # the debian12 nodes: Debian's name, the lock picks the version
 
 
 def installed(sandbox: Sandbox, node: str, package: str) -> bool:

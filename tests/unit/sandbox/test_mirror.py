@@ -164,6 +164,17 @@ def test_release_signatures_verify_with_the_published_key(
         assert field in release
 
 
+DEBIAN_DRIVER_NAMES = (
+    "nvidia-driver-cuda",
+    "nvidia-kernel-dkms",
+    "nvidia-kernel-open-dkms",
+    "nvidia-smi",
+    "libcuda1",
+    "libnvidia-ml1",
+    "nvidia-persistenced",
+)
+
+
 def test_packages_list_nvidia_names_at_exact_versions(built: MirrorContent) -> None:
     packages = paragraphs(repo(built, "debian12") / "Packages")
     versions: dict[str, set[str]] = {}
@@ -186,6 +197,18 @@ def test_packages_list_nvidia_names_at_exact_versions(built: MirrorContent) -> N
         "nvidia-utils-550 (= 550.127.08-1), libnvidia-compute-550 (= 550.127.08-1), "
         "nvidia-compute-utils-550 (= 550.127.08-1), nvidia-dkms-550 (= 550.127.08-1)"
     )
+    # NVIDIA's debian12 names: one name for every branch, each branch a version of it.
+    branches = {"535.216.03-1", "550.127.08-1", "570.124.06-1"}
+    for name in DEBIAN_DRIVER_NAMES:
+        assert versions[name] == branches, name
+    cuda = next(
+        p for p in packages if p["Package"] == "nvidia-driver-cuda" and p["Version"] == "550.127.08-1"
+    )
+    assert cuda["Depends"] == (
+        "nvidia-smi (= 550.127.08-1), libcuda1 (= 550.127.08-1), libnvidia-ml1 (= 550.127.08-1), "
+        "nvidia-persistenced (= 550.127.08-1), "
+        "nvidia-kernel-dkms (= 550.127.08-1) | nvidia-kernel-open-dkms (= 550.127.08-1)"
+    )
     for p in packages:
         assert p["Maintainer"] == "gpuprov sandbox <sandbox@gpuprov.invalid>"
         assert p["Architecture"] == "amd64"
@@ -197,22 +220,7 @@ def test_apt_installs_from_the_flat_repository_over_http(
     built: MirrorContent, keyring: Path, served: str, tmp_path: Path
 ) -> None:
     """The sources line the roles write; apt's state stays in tmp_path, so this machine is unchanged."""
-    sources = tmp_path / "sources.list"
-    sources.write_text(f"deb [signed-by={keyring}] {served}/cuda/repos/debian12/x86_64/ /\n")
-    (tmp_path / "status").touch()
-    for d in ("lists/partial", "cache/archives/partial", "preferences.d"):
-        (tmp_path / d).mkdir(parents=True)
-    options = [
-        f"-oDir::Etc::SourceList={sources}",
-        "-oDir::Etc::SourceParts=/nonexistent",
-        f"-oDir::State::Lists={tmp_path / 'lists'}",
-        f"-oDir::Cache={tmp_path / 'cache'}",
-        f"-oDir::State::status={tmp_path / 'status'}",
-        "-oDir::Etc::Preferences=/dev/null",
-        f"-oDir::Etc::PreferencesParts={tmp_path / 'preferences.d'}",
-        "-oAPT::Sandbox::User=root",
-        "-oDebug::NoLocking=1",
-    ]
+    options = _apt_options(tmp_path, keyring, f"{served}/cuda/repos/debian12/x86_64/")
     update = run("apt-get", *options, "update")
     assert update.returncode == 0, update.stderr
     assert "W:" not in update.stderr and "E:" not in update.stderr, update.stderr
@@ -232,6 +240,52 @@ def test_apt_installs_from_the_flat_repository_over_http(
     }
     nccl = run("apt-cache", *options, "madison", "libnccl2").stdout
     assert "2.21.5-1+cuda12.4" in nccl and "2.19.3-1+cuda12.2" in nccl
+
+
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt")
+def test_apt_installs_the_debian_names_of_the_locked_branch_only_with_the_version_pin(
+    built: MirrorContent, keyring: Path, served: str, tmp_path: Path
+) -> None:
+    """What the role does on debian12: newer branches are newer versions of the same names, and the
+    exact-version dependencies resolve to the lock only with the pin the role writes to preferences.d."""
+    options = _apt_options(tmp_path, keyring, f"{served}/cuda/repos/debian12/x86_64/")
+    assert run("apt-get", *options, "update").returncode == 0
+    wanted = ["nvidia-driver-cuda=550.127.08-1", "nvidia-kernel-open-dkms=550.127.08-1"]
+
+    unpinned = run("apt-get", *options, "-s", "install", *wanted)
+    assert unpinned.returncode != 0  # apt takes the newest nvidia-smi etc., which the 550 metapackage refuses
+    assert "570.124.06-1" in unpinned.stdout + unpinned.stderr
+
+    (tmp_path / "preferences.d" / "gpuprov-nvidia-driver").write_text(
+        "Package: nvidia-* libnvidia-* libcuda* libnvcuvid* firmware-nvidia-*\n"
+        "Pin: version 550.127.08-*\nPin-Priority: 1001\n"
+    )
+    pinned = run("apt-get", *options, "-s", "install", *wanted)
+    assert pinned.returncode == 0, pinned.stdout + pinned.stderr
+    installed = set(re.findall(r"^Inst (\S+) \((\S+) NVIDIA CUDA:debian12", pinned.stdout, re.MULTILINE))
+    expected = {"nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1"}
+    expected.add("nvidia-persistenced")
+    assert installed == {(name, "550.127.08-1") for name in expected}
+
+
+def _apt_options(tmp_path: Path, keyring: Path, url: str) -> list[str]:
+    """apt with its state in tmp_path and one source, so this machine's apt is untouched."""
+    sources = tmp_path / "sources.list"
+    sources.write_text(f"deb [signed-by={keyring}] {url} /\n")
+    (tmp_path / "status").touch()
+    for d in ("lists/partial", "cache/archives/partial", "preferences.d"):
+        (tmp_path / d).mkdir(parents=True)
+    return [
+        f"-oDir::Etc::SourceList={sources}",
+        "-oDir::Etc::SourceParts=/nonexistent",
+        f"-oDir::State::Lists={tmp_path / 'lists'}",
+        f"-oDir::Cache={tmp_path / 'cache'}",
+        f"-oDir::State::status={tmp_path / 'status'}",
+        "-oDir::Etc::Preferences=/dev/null",
+        f"-oDir::Etc::PreferencesParts={tmp_path / 'preferences.d'}",
+        "-oAPT::Sandbox::User=root",
+        "-oDebug::NoLocking=1",
+    ]
 
 
 def test_cuda_toolkit_installs_beside_others_and_leaves_usr_local_cuda_alone(
@@ -282,6 +336,22 @@ def test_driver_libraries_load_under_their_real_soname(built: MirrorContent, tmp
     if shutil.which("ldconfig"):
         (libdir / "libcuda.so.1").unlink()
         assert "libcuda.so.1 -> libcuda.so.550.127.08" in run("ldconfig", "-n", "-v", libdir).stdout
+
+
+def test_debian_named_driver_packages_carry_the_same_payloads(built: MirrorContent, tmp_path: Path) -> None:
+    d = repo(built, "debian12")
+    libdir = extract(d / "libcuda1_550.127.08-1_amd64.deb", tmp_path / "cuda") / "usr/lib/x86_64-linux-gnu"
+    assert os.readlink(libdir / "libcuda.so.1") == "libcuda.so.550.127.08"
+    ctypes.CDLL(str(libdir / "libcuda.so.1"))
+    ml = extract(d / "libnvidia-ml1_550.127.08-1_amd64.deb", tmp_path / "ml") / "usr/lib/x86_64-linux-gnu"
+    assert os.readlink(ml / "libnvidia-ml.so.1") == "libnvidia-ml.so.550.127.08"
+    tool = extract(d / "nvidia-smi_550.127.08-1_amd64.deb", tmp_path / "smi") / "usr/bin/nvidia-smi"
+    proc = smi(tool, tmp_path / "absent.conf")
+    assert (proc.returncode, proc.stdout) == (6, "No devices were found\n")
+    daemon = extract(d / "nvidia-persistenced_550.127.08-1_amd64.deb", tmp_path / "pd")
+    assert (daemon / "usr/lib/systemd/system/nvidia-persistenced.service").is_file()
+    newer = extract(d / "nvidia-smi_570.124.06-1_amd64.deb", tmp_path / "smi570") / "usr/bin/nvidia-smi"
+    assert 'DRIVER_VERSION="570.124.06"' in newer.read_text()
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -1,0 +1,123 @@
+"""The nvidia_driver role's apt package names (vars/Debian.yml for Ubuntu, vars/Debian-12.yml for Debian)
+against the sandbox mirror's stand-ins, which carry the names of NVIDIA's repositories: every name the role
+installs, holds and verifies exists at the locked version, and on Debian the set is the whole dependency
+tree of nvidia-driver-cuda with the kernel modules of the flavour."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import jinja2
+import pytest
+import yaml
+
+from gpuprov import resources
+from gpuprov.sandbox import standins
+
+VARS = resources.data_dir("roles") / "nvidia_driver" / "vars"
+DRIVER = next(d for d in standins.CATALOGUE.drivers if d.branch == "550")
+
+
+def role_vars(*files: str, **settings: str) -> dict[str, object]:
+    """The vars files loaded in the role's order (later files win), templates rendered with the settings."""
+    raw: dict[str, object] = {}
+    for name in files:
+        raw.update(yaml.safe_load((VARS / name).read_text()))
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    context: dict[str, object] = {**settings, "ansible_kernel": "6.1.0-28-amd64"}
+
+    def render(value: object) -> object:
+        if isinstance(value, str):
+            for _ in range(5):  # templates refer to other vars that are templates
+                if "{{" not in value:
+                    break
+                value = env.from_string(value).render(context)
+            return value
+        if isinstance(value, list):
+            return [render(v) for v in value]
+        if isinstance(value, dict):
+            return {k: render(v) for k, v in value.items()}
+        return value
+
+    context.update(raw)
+    return {name: render(value) for name, value in raw.items()}
+
+
+def standin_debs() -> dict[str, standins.Package]:
+    return {p.name: p for p in standins.deb_packages(standins.CATALOGUE) if p.version == DRIVER.version}
+
+
+def dependency_tree(top: list[str], debs: dict[str, standins.Package]) -> set[str]:
+    """Every stand-in that installing `top` brings, taking the first alternative not excluded by `top`."""
+    seen: set[str] = set()
+    todo = list(top)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for alternatives in debs[name].depends:
+            chosen = [p.name for p in alternatives if p.name in top] or [alternatives[0].name]
+            todo += chosen
+    return seen
+
+
+def settings(flavor: str, source: str = "nvidia") -> dict[str, str]:
+    return {
+        "nvidia_driver_branch": DRIVER.branch,
+        "nvidia_driver_version": DRIVER.version,
+        "nvidia_driver_flavor": flavor,
+        "nvidia_driver_source": source,
+    }
+
+
+@pytest.mark.parametrize("flavor", ["open", "proprietary"])
+def test_debian_12_gets_debian_names_of_the_whole_tree(flavor: str) -> None:
+    v = role_vars("Debian.yml", "Debian-12.yml", **settings(flavor))
+    names = v["__nvidia_driver_apt_packages"]
+    assert isinstance(names, list)
+    module = "nvidia-kernel-open-dkms" if flavor == "open" else "nvidia-kernel-dkms"
+    assert names[:2] == ["nvidia-driver-cuda", module]
+    debs = standin_debs()
+    assert set(names) <= debs.keys()
+    assert set(names) == dependency_tree(names[:2], debs)
+    assert not any(n.endswith(f"-{DRIVER.branch}") or f"-{DRIVER.branch}-" in n for n in names)
+    assert v["__nvidia_driver_fabricmanager_package"] in debs
+
+
+@pytest.mark.parametrize("flavor", ["open", "proprietary"])
+def test_ubuntu_keeps_the_per_branch_names(flavor: str) -> None:
+    v = role_vars("Debian.yml", "Ubuntu-22.yml", **settings(flavor))
+    tail = "-open" if flavor == "open" else ""
+    names = v["__nvidia_driver_apt_packages"]
+    assert names == [
+        f"nvidia-driver-550{tail}",
+        f"nvidia-dkms-550{tail}",
+        "nvidia-utils-550",
+        "libnvidia-compute-550",
+        "nvidia-compute-utils-550",
+    ]
+    debs = standin_debs()
+    assert isinstance(names, list) and set(names) <= debs.keys()
+    assert set(names) == dependency_tree(names[:1], debs)
+    assert v["__nvidia_driver_fabricmanager_package"] == "nvidia-fabricmanager-550"
+
+
+def test_ubuntu_source_takes_ubuntus_server_builds() -> None:
+    v = role_vars("Debian.yml", "Ubuntu-22.yml", **settings("open", source="ubuntu"))
+    assert v["__nvidia_driver_apt_packages"] == [
+        "nvidia-driver-550-server-open",
+        "nvidia-dkms-550-server-open",
+        "nvidia-utils-550-server",
+        "libnvidia-compute-550-server",
+        "nvidia-compute-utils-550-server",
+    ]
+
+
+def test_the_version_pin_covers_every_driver_package() -> None:
+    """The apt preferences the role writes must match every name of both sets (fnmatch, as apt does)."""
+    patterns = role_vars("Debian.yml", **settings("open"))["__nvidia_driver_apt_pin_patterns"]
+    assert isinstance(patterns, list)
+    driver_debs = [n for n in standin_debs() if not n.startswith("cuda-drivers-")]
+    for name in driver_debs:
+        assert any(fnmatch.fnmatchcase(name, p) for p in patterns), name
