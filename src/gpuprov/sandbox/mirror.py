@@ -7,7 +7,7 @@ HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points
     cuda/repos/{rhel8,rhel9}/x86_64/                                  rpm repositories, signed rpms and repomd
     cuda/repos/*/x86_64/<keyid>.pub                                   the public key, as NVIDIA's 3bf863cc.pub
     keys/gpuprov-sandbox.asc                                          the same key
-    pypi/simple/, pypi/wheels/                                        PEP 503 index: CPU torch and its deps
+    pypi/simple/, pypi/wheels/                                        PEP 503 index: CPU torch, its deps, uv
     conda/Miniforge3-*.sh                                             stand-in Miniforge installer (+ .sha256)
 
 The packages are the stand-ins of gpuprov.sandbox.standins. A build happens only when the content hash
@@ -76,10 +76,14 @@ class WheelSpec:
     implementation: str = "cp"
 
 
+# uv for python_env_venv_installer=uv: the version the python_env role pins (python_env_uv_version; a
+# unit test keeps the two equal).
+UV_VERSION = "0.13.9"
+
 # "+cpu" pins the CPU build: a plain torch==2.13.0 could resolve to a CUDA build that drags in nvidia-*
 # wheels. Hosts still ask for torch==2.13.0, which matches 2.13.0+cpu.
 WHEELS = WheelSpec(
-    requirements=("torch==2.13.0+cpu", "numpy", "pip", "setuptools", "wheel"),
+    requirements=("torch==2.13.0+cpu", "numpy", "pip", "setuptools", "wheel", f"uv=={UV_VERSION}"),
     python_version="3.11",
     platforms=("manylinux_2_28_x86_64", "manylinux2014_x86_64", "any"),
 )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuprov.sandbox.mirror import UV_VERSION
 from tests.integration.conftest import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -54,7 +55,7 @@ def test_the_environment_is_rebuilt_only_when_its_spec_changes(node: Sandbox):
     first = node.playbook(PLAYBOOKS / "python_env.yml", "-e", LOCK, "-e", json.dumps(spec))
     assert "failed=0" in recap(first.stdout)
     fact = json.loads(shell(node, "cat /etc/ansible/facts.d/gpuprov_python_env.fact"))
-    assert fact["manager"] == "venv" and fact["torch_version"] is None
+    assert fact["manager"] == "venv" and fact["installer"] == "pip" and fact["torch_version"] is None
     shell(node, "touch /opt/gpuprov/envs/train/marker")
 
     same = node.playbook(PLAYBOOKS / "python_env.yml", "-e", LOCK, "-e", json.dumps(spec))
@@ -67,6 +68,17 @@ def test_the_environment_is_rebuilt_only_when_its_spec_changes(node: Sandbox):
     assert shell(node, "ls /opt/gpuprov/envs/train/marker 2>/dev/null; echo end") == "end"
     new_fact = json.loads(shell(node, "cat /etc/ansible/facts.d/gpuprov_python_env.fact"))
     assert new_fact["spec_hash"] != fact["spec_hash"]
+    assert shell(node, "/opt/gpuprov/envs/train/bin/python -c 'import wheel, numpy; print(1)'") == "1"
+
+    # The installer is part of the spec: the same packages installed by uv (the mirror's uv wheel) rebuild.
+    shell(node, "touch /opt/gpuprov/envs/train/marker")
+    with_uv = {**changed, "python_env_venv_installer": "uv"}
+    by_uv = node.playbook(PLAYBOOKS / "python_env.yml", "-e", LOCK, "-e", json.dumps(with_uv))
+    assert "failed=0" in recap(by_uv.stdout)
+    assert shell(node, "ls /opt/gpuprov/envs/train/marker 2>/dev/null; echo end") == "end"
+    uv_fact = json.loads(shell(node, "cat /etc/ansible/facts.d/gpuprov_python_env.fact"))
+    assert uv_fact["installer"] == "uv" and uv_fact["spec_hash"] != new_fact["spec_hash"]
+    assert shell(node, "grep '^uv = ' /opt/gpuprov/envs/train/pyvenv.cfg") == f"uv = {UV_VERSION}"
     assert shell(node, "/opt/gpuprov/envs/train/bin/python -c 'import wheel, numpy; print(1)'") == "1"
 
 
