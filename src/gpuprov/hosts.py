@@ -197,6 +197,8 @@ def _check_yaml_files(path: Path) -> None:
             data = file.read_bytes()
         except OSError as exc:
             raise BadInput(f"{file} cannot be read: {exc.strerror}") from None
+        if data.lstrip().startswith(b"$ANSIBLE_VAULT;"):
+            continue  # a vault-encrypted file: Ansible decrypts it (with the vault password) and checks it
         is_vars = file in vars_files
         _check_text(file, data, "vars file" if is_vars else "inventory")
         try:

@@ -339,6 +339,37 @@ def test_vars_file_that_is_not_a_mapping(tmp_path: Path, where: str, text: str, 
     assert "Tagged" not in message
 
 
+def test_vault_encrypted_vars_file_is_left_to_ansible(tmp_path: Path) -> None:
+    """An encrypted file is one text block to a YAML parser: it is not mistaken for a scalar vars file."""
+    path = inventory(tmp_path)
+    vault = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-vault"), "encrypt_string", "--name", "x", "s3cret"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ANSIBLE_VAULT_PASSWORD_FILE": str(_password(tmp_path))},
+        check=True,
+    )
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "node1.yml").write_text(vault.stdout)  # a mapping with a !vault value
+    encrypted = tmp_path / "group_vars" / "all" / "secret.yml"
+    encrypted.write_text("become_secret: s3cret\n")
+    subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-vault"), "encrypt", str(encrypted)],
+        capture_output=True,
+        env={**os.environ, "ANSIBLE_VAULT_PASSWORD_FILE": str(_password(tmp_path))},
+        check=True,
+    )
+    with pytest.raises(BadInput) as info:  # gpuprov has no vault password: Ansible's own error, not ours
+        hosts.load(path)
+    assert "a vars file is a mapping" not in info.value.message
+
+
+def _password(tmp_path: Path) -> Path:
+    password = tmp_path / "vault-password"
+    password.write_text("pw\n")
+    return password
+
+
 # ----- item 20: one line, whatever the message quotes ---------------------------------------------------
 
 
