@@ -512,34 +512,48 @@ def _host(name: str, v: dict[str, Any]) -> Host:
     )
 
 
-def check_key_files(inventory: Inventory) -> None:
-    """Every host's SSH key (ansible_ssh_private_key_file) is a readable local file.
+def check_ssh_files(inventory: Inventory) -> None:
+    """Every host's SSH key (ansible_ssh_private_key_file) is a readable local file, and its known_hosts
+    file, where there is one, is a file.
 
     A wrong path is the inventory's mistake, found before any host is contacted, not an unreachable host.
     """
-    problems: dict[Path, tuple[str, list[str]]] = {}
+    problems: dict[tuple[str, Path], tuple[str, list[str]]] = {}
     for host in inventory.hosts:
-        key = host.key_file
-        if key is None or "{{" in str(key):  # a template is Ansible's to resolve at run time
-            continue
-        if key not in problems:
-            try:
-                key.open("rb").close()
+        for setting, path in (
+            ("ansible_ssh_private_key_file", host.key_file),
+            ("known_hosts file", host.known_hosts),
+        ):
+            if path is None or "{{" in str(path):  # a template is Ansible's to resolve at run time
                 continue
-            except OSError as exc:
-                what = {
-                    errno.ENOENT: "does not exist",
-                    errno.EISDIR: "is a directory",
-                    errno.EACCES: f"is not readable by user {getpass.getuser()}",
-                }.get(exc.errno or 0, f"cannot be read ({exc.strerror})")
+            key = (setting, path)
+            if key not in problems:
+                what = _unreadable(path, missing_ok=setting == "known_hosts file")
+                if what is None:
+                    continue
                 problems[key] = (what, [])
-        problems[key][1].append(host.name)
-    for key, (what, names) in problems.items():
+            problems[key][1].append(host.name)
+    for (setting, path), (what, names) in problems.items():
         others = f" and {len(names) - 1} more host(s)" if len(names) > 1 else ""
+        thing = f"SSH key {path} ({setting})" if setting.startswith("ansible_") else f"{setting} {path}"
         raise BadInput(
-            f"{inventory.path}: host {names[0]}{others}: SSH key {key} (ansible_ssh_private_key_file) "
-            f"{what}; fix the path in the inventory"
+            f"{inventory.path}: host {names[0]}{others}: {thing} {what}; fix the path in the inventory"
         )
+
+
+def _unreadable(path: Path, missing_ok: bool) -> str | None:
+    """What keeps path from being read as a file, or None when it can be."""
+    try:
+        with path.open("rb"):
+            return None
+    except OSError as exc:
+        if exc.errno == errno.ENOENT and missing_ok:
+            return None
+        return {
+            errno.ENOENT: "does not exist",
+            errno.EISDIR: "is a directory",
+            errno.EACCES: f"is not readable by user {getpass.getuser()}",
+        }.get(exc.errno or 0, f"cannot be read ({exc.strerror})")
 
 
 def _known_hosts(v: Mapping[str, Any]) -> Path:

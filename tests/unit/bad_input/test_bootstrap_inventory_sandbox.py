@@ -409,6 +409,18 @@ def test_missing_ssh_key_file_is_bad_input_naming_the_file(tmp_path: Path, key: 
     )
 
 
+def test_known_hosts_file_that_is_a_directory_is_bad_input(tmp_path: Path) -> None:
+    path = inventory(
+        tmp_path / "inv",
+        f"[gpu_nodes]\nnode1 ansible_host=192.0.2.10 gpuprov_known_hosts_file={tmp_path}\n",
+    )
+    state = tmp_path / "state"
+    message = refused(gpuprov("bootstrap", str(path), state=state), state)
+    assert message == (
+        f"{path}: host node1: known_hosts file {tmp_path} is a directory; fix the path in the inventory"
+    )
+
+
 # ----- item 15: a port that answers but is not SSH ------------------------------------------------------
 
 
