@@ -62,6 +62,8 @@ def parse_extra_vars(items: Sequence[str]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for item in items:
         if item.startswith("@"):
+            if not item[1:].strip():  # Path("") would be "."
+                raise BadInput(f"-e {item!r}: the file name is empty; give -e @FILE (a YAML or JSON file)")
             result.update(_vars_file(Path(item[1:]).expanduser()))
             continue
         key, sep, value = item.partition("=")

@@ -222,6 +222,8 @@ def test_empty_inventory_path_is_not_the_current_directory(tmp_path: Path) -> No
         )
     assert not marker.exists()
     assert "path is empty" in load_refused("")
+    message = refused(gpuprov("bootstrap", "-e", "@", str(inventory(tmp_path / "inv")), state=state), state)
+    assert message == "-e '@': the file name is empty; give -e @FILE (a YAML or JSON file)"
 
 
 # ----- items 13, 14: YAML that would hang or crash the loaders -----------------------------------------
