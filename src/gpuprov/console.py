@@ -7,6 +7,8 @@ which keeps gpuprov usable in shell pipelines.
 from __future__ import annotations
 
 import enum
+import re
+import unicodedata
 from typing import TYPE_CHECKING
 
 from rich.console import Console, RenderableType
@@ -63,12 +65,43 @@ def detail(text: str) -> None:
         _err.print(f"[dim]{escape(text)}[/]")
 
 
+# A message quotes what the user gave (a path, an argument, a line of a file); a 100 KB argument or a path
+# with a newline must not turn the one line into a screenful or into two lines.
+MAX_WORD = 200  # a longer run of non-blank characters is shown as its start and end
+MAX_MESSAGE = 2000  # a longer message keeps its start and end
+_LONG_WORD = re.compile(rf"\S{{{MAX_WORD + 1},}}")
+
+
+def one_line(text: str) -> str:
+    """text as one printable line: control characters escaped (a newline shows as \\n), long words and
+    long messages shortened in the middle, saying how many characters were left out."""
+    text = "".join(_escaped(char) for char in text)
+    text = _LONG_WORD.sub(lambda m: _elide(m.group(0), 120, 60), text)
+    return _elide(text, MAX_MESSAGE - 500, 400) if len(text) > MAX_MESSAGE else text
+
+
+def _escaped(char: str) -> str:
+    # Cc: control characters (newline, tab, ESC ...); Zl/Zp: line and paragraph separators; Cs: the lone
+    # surrogates that stand for undecodable bytes of a file name.
+    if unicodedata.category(char) in ("Cc", "Zl", "Zp", "Cs"):
+        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(
+            char, f"\\x{ord(char):02x}" if ord(char) < 256 else f"\\u{ord(char):04x}"
+        )
+    return char
+
+
+def _elide(text: str, head: int, tail: int) -> str:
+    if len(text) <= head + tail:
+        return text
+    return f"{text[:head]}...[{len(text) - head - tail} characters left out]...{text[-tail:]}"
+
+
 def warning(text: str) -> None:
-    _err.print(f"[bold yellow]warning:[/] {escape(text)}")
+    _err.print(f"[bold yellow]warning:[/] {escape(one_line(text))}")
 
 
 def error(text: str) -> None:
-    _err.print(f"[bold red]error:[/] {escape(text)}")
+    _err.print(f"[bold red]error:[/] {escape(one_line(text))}")
 
 
 def job_line(prefix: str, text: str, color: str) -> None:
@@ -84,7 +117,7 @@ def table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     for column in columns:
         grid.add_column(column, overflow="fold")
     for row in rows:
-        grid.add_row(*(escape(cell) for cell in row))
+        grid.add_row(*(escape(one_line(cell)) for cell in row))
     _err.print(grid)
 
 

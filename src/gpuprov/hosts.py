@@ -12,8 +12,10 @@ says how to accept it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import getpass
 import io
+import logging
 import os
 import re
 import shlex
@@ -26,11 +28,21 @@ from typing import Any
 
 import paramiko
 
-from gpuprov import console
+from gpuprov import console, yaml_limits
 from gpuprov.errors import BadInput, GpuprovError
 
 GROUP = "gpu_nodes"
 _YAML_SUFFIXES = (".yml", ".yaml", ".json")
+_VARS_SUFFIXES = ("", *_YAML_SUFFIXES)  # the files Ansible reads in group_vars/ and host_vars/
+# A host name ends up in file names (fact cache, job logs) and in commands: a DNS name or an address, no
+# '/', no blank, no shell metacharacter.
+_HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}")
+_ADDRESS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}|\[[0-9A-Fa-f:.%]+\]")
+LOCK_VARIABLE = "gpu_stack"  # kept as written: versions are plain strings, never templates
+
+# paramiko logs every failed handshake with its traceback (20 lines per host) before raising; the exception
+# is what gpuprov reports, as one line.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True)
@@ -78,10 +90,20 @@ def load(path: Path | str, limit: str | None = None) -> Inventory:
 
     limit is an Ansible host pattern (as for --limit): only the hosts it matches are returned.
     """
+    if not str(path).strip():
+        # Path("") is ".": Ansible would read the current directory as an inventory and run its
+        # executable files as inventory scripts.
+        raise BadInput("the inventory path is empty; give the path of an INI or YAML inventory")
     path = Path(path).expanduser()
     _check_readable(path)
+    _check_yaml_files(path)
     with _ansible_warnings() as warnings:
-        inventory = _load(path, limit)
+        try:
+            inventory = _load(path, limit)
+        except RecursionError:  # yaml_limits keeps files shallow; a template can still recurse
+            raise BadInput(
+                f"{path}: a value nests too deeply (or a template refers to itself); simplify it"
+            ) from None
     for text in warnings:
         console.warning(f"{path}: {text}")
     return inventory
@@ -109,13 +131,11 @@ def _load(path: Path, limit: str | None) -> Inventory:
         where = f"group [{GROUP}]" if group == GROUP else "the inventory"
         if not members:
             raise BadInput(f"{path}: {where} has no hosts; add the GPU servers to it")
-        if limit:
-            manager.subset(limit)
-            members = manager.get_hosts(pattern=group)
-            if not members:
-                raise BadInput(f"--limit {limit!r} matches no host of {where} in {path}")
+        if limit is not None:
+            members = _limited(manager, limit, group, where, path)
         hosts = []
         for member in members:
+            _check_host_name(path, member.name)
             try:
                 host_vars = variables.get_vars(host=member, include_hostvars=False)
             except AnsibleError as exc:
@@ -126,15 +146,129 @@ def _load(path: Path, limit: str | None) -> Inventory:
 
 
 def _check_readable(path: Path) -> None:
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except OSError as exc:  # a name too long, a loop of links
+        raise BadInput(
+            f"inventory {path}: {exc.strerror or exc}; give the path of an INI or YAML inventory"
+        ) from None
+    if not exists:
         raise BadInput(f"inventory {path} does not exist; give the path of an INI or YAML inventory")
     if not os.access(path, os.R_OK) or (path.is_dir() and not os.access(path, os.X_OK)):
         raise BadInput(f"inventory {path} is not readable by user {getpass.getuser()}; check its permissions")
     if path.is_file():
         try:
-            path.read_bytes()
+            data = path.read_bytes()
         except OSError as exc:
             raise BadInput(f"inventory {path} cannot be read: {exc.strerror}") from None
+        _check_text(path, data, "inventory")
+
+
+def _check_text(path: Path, data: bytes, what: str) -> None:
+    """A file that is not UTF-8 text (an archive, a key, a binary) makes Ansible's parsers fail with
+    messages about its content; say what it is instead."""
+    bad = data.find(b"\0")
+    if bad < 0:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad = exc.start
+    if bad >= 0:
+        raise BadInput(
+            f"{what} {path} is not a text file (binary data at byte {bad}); "
+            "give an INI or YAML file (UTF-8 text)"
+        )
+
+
+def _check_yaml_files(path: Path) -> None:
+    """The YAML files Ansible will read (a YAML inventory, group_vars/ and host_vars/ beside it) within
+    gpuprov.yaml_limits, and each vars file a mapping, before Ansible builds any of them."""
+    base = path if path.is_dir() else path.parent
+    inventories = [path] if path.is_file() else sorted(base.glob("*"))
+    candidates = [p for p in inventories if p.suffix in _YAML_SUFFIXES and p.is_file()]
+    vars_files = [
+        p
+        for folder in ("group_vars", "host_vars")
+        for p in sorted((base / folder).rglob("*"))
+        if p.is_file() and p.suffix in _VARS_SUFFIXES and not p.name.startswith(".")
+    ]
+    for file in [*candidates, *vars_files]:
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise BadInput(f"{file} cannot be read: {exc.strerror}") from None
+        if data.lstrip().startswith(b"$ANSIBLE_VAULT;"):
+            continue  # a vault-encrypted file: Ansible decrypts it (with the vault password) and checks it
+        is_vars = file in vars_files
+        _check_text(file, data, "vars file" if is_vars else "inventory")
+        try:
+            kind = yaml_limits.check_text(data.decode("utf-8"))
+        except yaml_limits.TooLarge as exc:
+            raise BadInput(f"{file}: {exc}; gpuprov refuses to load it, simplify the file") from None
+        if is_vars and kind not in (None, "mapping"):
+            raise BadInput(
+                f"{file}: a vars file is a mapping of variable names to values, and this one is a {kind}; "
+                "write it as `name: value` lines"
+            )
+
+
+def _limited(manager: Any, limit: str, group: str, where: str, path: Path) -> list[Any]:
+    """The hosts of group that --limit selects; a limit Ansible would read as 'every host' is refused.
+
+    Ansible ignores an empty pattern, and a term it cannot parse or match (with a warning): then
+    `--limit "$UNSET"` or `--limit '[[['` would provision the whole fleet."""
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import split_host_pattern
+
+    if not limit.strip():
+        raise BadInput(
+            "--limit is empty; give a host pattern (e.g. node1 or 'gpu_nodes[0:4]'), "
+            "or leave --limit out to provision every host"
+        )
+    try:
+        if not limit.startswith("@"):  # @FILE: a list of hosts, read by Ansible
+            terms = split_host_pattern(limit)
+            _check_limit_terms(limit, terms)
+            # With one plain term, "matches no host of the group" below says it all.
+            for term in terms if len(terms) > 1 or terms[0][0] in "!&" else []:
+                if not manager.get_hosts(pattern=term.lstrip("!&")):
+                    raise BadInput(
+                        f"--limit {limit!r}: {term!r} matches no host in {path}; "
+                        "fix the name or pattern (Ansible would ignore it)"
+                    )
+        manager.subset(limit)
+        members: list[Any] = manager.get_hosts(pattern=group)
+    except AnsibleError as exc:
+        raise BadInput(f"--limit {limit!r}: {_ansible_message(exc)}") from None
+    if not members:
+        raise BadInput(f"--limit {limit!r} matches no host of {where} in {path}")
+    return members
+
+
+def _check_limit_terms(limit: str, terms: list[str]) -> None:
+    """Every part of limit is a term: Ansible drops what it cannot split ('[[[', an unclosed '[')."""
+    if not terms:
+        raise BadInput(
+            f"--limit {limit!r} has no host pattern in it; give names or patterns separated by ',' or ':'"
+        )
+    plain = [t for t in terms if not t.lstrip("!&").startswith("~")]  # ~REGEX terms have their own syntax
+    if sum(t.count("[") for t in plain) != sum(t.count("]") for t in plain) or any(
+        t.count("[") > 1 or (t.count("[") == 1 and not re.fullmatch(r"[^\[\]]*\[[^\[\]]*\]", t))
+        for t in plain
+    ):
+        raise BadInput(f"--limit {limit!r}: unbalanced '[' or ']'; a range is written gpu_nodes[0:4]")
+    brackets = sum(t.count("[") + t.count("]") for t in terms)
+    if limit.count("[") + limit.count("]") != brackets:
+        raise BadInput(f"--limit {limit!r}: unbalanced '[' or ']'; a range is written gpu_nodes[0:4]")
+
+
+def _check_host_name(path: Path, name: str) -> None:
+    if not _HOST_NAME.fullmatch(name):
+        raise BadInput(
+            f"{path}: host name {name!r} is not valid: use letters, digits, '.', '-', '_' "
+            "(a DNS name or an address; no '/', blanks or shell characters); "
+            "put the address in ansible_host"
+        )
 
 
 @contextlib.contextmanager
@@ -317,9 +451,11 @@ def _templated(loader: Any, host_vars: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in host_vars.items():
         if key in ("groups", "hostvars", "omit"):
             continue
-        # A value that needs facts or lookups at run time stays as written.
-        with contextlib.suppress(Exception):
-            value = templar.template(value)
+        # A value that needs facts or lookups at run time stays as written. The lock is never templated:
+        # gpuprov.lock refuses a template there (it could read any file into the preflight output).
+        if key != LOCK_VARIABLE:
+            with contextlib.suppress(Exception):
+                value = templar.template(value)
         result[str(key)] = _plain(value)
     return result
 
@@ -352,11 +488,18 @@ def _host(name: str, v: dict[str, Any]) -> Host:
         port = int(port_value)
     except (TypeError, ValueError):
         raise BadInput(f"host {name}: ansible_port {port_value!r} is not a number") from None
+    if not 1 <= port <= 65535:  # ssh would wrap 99999 to another port
+        raise BadInput(f"host {name}: ansible_port {port} is out of range; give a TCP port, 1-65535")
+    address = str(v.get("ansible_host") or v.get("ansible_ssh_host") or name)
+    if "{{" not in address and not _ADDRESS.fullmatch(address):  # a template is resolved by Ansible
+        raise BadInput(
+            f"host {name}: ansible_host {address!r} is not a host name or an address; fix it in the inventory"
+        )
     key = v.get("ansible_ssh_private_key_file") or v.get("ansible_private_key_file")
     become_password = v.get("ansible_become_password") or v.get("ansible_become_pass") or None
     return Host(
         name=name,
-        address=str(v.get("ansible_host") or v.get("ansible_ssh_host") or name),
+        address=address,
         port=port,
         user=str(v.get("ansible_user") or v.get("ansible_ssh_user") or getpass.getuser()),
         key_file=Path(str(key)).expanduser() if key else None,
@@ -367,6 +510,50 @@ def _host(name: str, v: dict[str, Any]) -> Host:
         become_password=str(become_password) if become_password is not None else None,
         vars=v,
     )
+
+
+def check_ssh_files(inventory: Inventory) -> None:
+    """Every host's SSH key (ansible_ssh_private_key_file) is a readable local file, and its known_hosts
+    file, where there is one, is a file.
+
+    A wrong path is the inventory's mistake, found before any host is contacted, not an unreachable host.
+    """
+    problems: dict[tuple[str, Path], tuple[str, list[str]]] = {}
+    for host in inventory.hosts:
+        for setting, path in (
+            ("ansible_ssh_private_key_file", host.key_file),
+            ("known_hosts file", host.known_hosts),
+        ):
+            if path is None or "{{" in str(path):  # a template is Ansible's to resolve at run time
+                continue
+            key = (setting, path)
+            if key not in problems:
+                what = _unreadable(path, missing_ok=setting == "known_hosts file")
+                if what is None:
+                    continue
+                problems[key] = (what, [])
+            problems[key][1].append(host.name)
+    for (setting, path), (what, names) in problems.items():
+        others = f" and {len(names) - 1} more host(s)" if len(names) > 1 else ""
+        thing = f"SSH key {path} ({setting})" if setting.startswith("ansible_") else f"{setting} {path}"
+        raise BadInput(
+            f"{inventory.path}: host {names[0]}{others}: {thing} {what}; fix the path in the inventory"
+        )
+
+
+def _unreadable(path: Path, missing_ok: bool) -> str | None:
+    """What keeps path from being read as a file, or None when it can be."""
+    try:
+        with path.open("rb"):
+            return None
+    except OSError as exc:
+        if exc.errno == errno.ENOENT and missing_ok:
+            return None
+        return {
+            errno.ENOENT: "does not exist",
+            errno.EISDIR: "is a directory",
+            errno.EACCES: f"is not readable by user {getpass.getuser()}",
+        }.get(exc.errno or 0, f"cannot be read ({exc.strerror})")
 
 
 def _known_hosts(v: Mapping[str, Any]) -> Path:
@@ -482,6 +669,11 @@ def connect(host: Host, timeout: float = 10) -> paramiko.SSHClient:
                 f"which is not in {host.known_hosts}; "
                 "if that fingerprint is the host's (ask its administrator), run: "
                 f"ssh-keyscan -p {host.port} -t {_keyscan_type(key)} {host.address} >> {host.known_hosts}"
+            ) from None
+        if "protocol banner" in str(exc):
+            raise Unreachable(
+                f"{host.label}: something answers on port {host.port} but it is not an SSH server "
+                "(no SSH banner); check ansible_host and ansible_port"
             ) from None
         raise Unreachable(f"{host.label}: SSH failed: {exc}") from None
     except (OSError, EOFError) as exc:

@@ -53,7 +53,8 @@ def load_table(path: Path | None = None) -> Mapping[str, Any]:
 def check(gpu_stack: Mapping[str, Any], table: Mapping[str, Any] | None = None) -> list[str]:
     """[] when the lock fits the table, else one message per conflict (the pair and what would fit)."""
     if not isinstance(gpu_stack, Mapping):
-        return [f"gpu_stack must be a mapping of {', '.join(FIELDS)}; got {type(gpu_stack).__name__}"]
+        kind = "a template" if isinstance(gpu_stack, str) and "{{" in gpu_stack else type(gpu_stack).__name__
+        return [f"gpu_stack must be a mapping of {', '.join(FIELDS)}; got {kind}"]
     problems = _field_problems(gpu_stack)
     if problems:  # the pairs cannot be compared until every field is well formed
         return problems
@@ -68,6 +69,18 @@ def check(gpu_stack: Mapping[str, Any], table: Mapping[str, Any] | None = None) 
     ]
 
 
+# A value is quoted back in messages (and so in the preflight table, gpuprov.log and summary.json) only when
+# it looks like a version or a name: anything else may be a secret pasted or read in by mistake.
+_SHOWN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+~_-]{0,31}")
+
+
+def _shown(value: Any) -> str:
+    text = str(value)
+    if isinstance(value, (str, int, float)) and _SHOWN.fullmatch(text):
+        return repr(value)
+    return "a value that is not a version (not shown)"
+
+
 def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
     problems = []
     for name, (pattern, what) in FIELDS.items():
@@ -75,14 +88,17 @@ def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
         if value is None or value == "":
             problems.append(f"gpu_stack.{name} is not set: set it to {what}")
         elif not isinstance(value, str):
-            problems.append(f"gpu_stack.{name} is {value!r}, not a string: quote it, e.g. {what}")
+            problems.append(f"gpu_stack.{name} is {_shown(value)}, not a string: quote it, e.g. {what}")
+        elif "{{" in value or "{%" in value:
+            problems.append(
+                f"gpu_stack.{name} is a template (not shown): versions are plain strings, set it to {what}"
+            )
         elif not re.fullmatch(pattern, value):
-            problems.append(f"gpu_stack.{name} is {value!r}: it must be {what}")
-    unknown = sorted(set(gpu_stack) - set(FIELDS))
+            problems.append(f"gpu_stack.{name} is {_shown(value)}: it must be {what}")
+    unknown = sorted(str(key) for key in set(gpu_stack) - set(FIELDS))
     if unknown:
-        problems.append(
-            f"gpu_stack has unknown fields {', '.join(unknown)}: the fields are {', '.join(FIELDS)}"
-        )
+        names = ", ".join(_shown(key) if not _SHOWN.fullmatch(key) else key for key in unknown)
+        problems.append(f"gpu_stack has unknown fields {names}: the fields are {', '.join(FIELDS)}")
     return problems
 
 

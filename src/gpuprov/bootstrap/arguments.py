@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuprov import paths, resources
+from gpuprov import paths, resources, yaml_limits
 from gpuprov.errors import BadInput
 
 PLAYBOOKS = {"bootstrap": "site.yml"}  # CLI verb -> playbook under playbooks/
@@ -62,6 +62,8 @@ def parse_extra_vars(items: Sequence[str]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for item in items:
         if item.startswith("@"):
+            if not item[1:].strip():  # Path("") would be "."
+                raise BadInput(f"-e {item!r}: the file name is empty; give -e @FILE (a YAML or JSON file)")
             result.update(_vars_file(Path(item[1:]).expanduser()))
             continue
         key, sep, value = item.partition("=")
@@ -77,12 +79,18 @@ def parse_extra_vars(items: Sequence[str]) -> dict[str, Any]:
 def _vars_file(path: Path) -> dict[str, Any]:
     import yaml
 
-    if not path.is_file():
-        raise BadInput(f"-e @{path}: no such file; give the path of a YAML or JSON file of variables")
     try:
-        data = yaml.safe_load(path.read_text())
+        if not path.is_file():
+            raise BadInput(f"-e @{path}: no such file; give the path of a YAML or JSON file of variables")
+        text = path.read_text(errors="replace")
     except OSError as exc:
         raise BadInput(f"-e @{path}: cannot be read: {exc.strerror}") from None
+    try:
+        yaml_limits.check_text(text)  # before PyYAML builds it: an alias bomb or deep nesting
+    except yaml_limits.TooLarge as exc:
+        raise BadInput(f"-e @{path}: {exc}; gpuprov refuses to load it, simplify the file") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""

@@ -7,10 +7,11 @@ from pathlib import Path
 import click
 
 from gpuprov import console
+from gpuprov.errors import BadInput
 
 
 @click.command("bootstrap")
-@click.argument("inventory", type=click.Path(path_type=Path, dir_okay=True, exists=False))
+@click.argument("inventory", type=click.Path(dir_okay=True, exists=False))
 @click.option(
     "-e",
     "--extra-vars",
@@ -39,7 +40,7 @@ from gpuprov import console
     help="More detail: -v shows every task result; -vv and more raise Ansible's verbosity in the run log.",
 )
 def bootstrap(
-    inventory: Path,
+    inventory: str,
     extra_vars: tuple[str, ...],
     limit: str | None,
     tags: tuple[str, ...],
@@ -57,10 +58,12 @@ def bootstrap(
     """
     from gpuprov.bootstrap import Options, run
 
+    if not inventory.strip():  # Path("") would be ".": Ansible would run the directory's executables
+        raise BadInput("the inventory path is empty; give the path of an INI or YAML inventory")
     if verbose:
         console.set_verbosity(console.Verbosity.VERBOSE)
     options = Options(
-        inventory=inventory,
+        inventory=Path(inventory),
         extra_vars=extra_vars,
         limit=limit,
         tags=_split(tags),

@@ -32,6 +32,7 @@ LABEL = "gpuprov.sandbox"
 ROLE_LABEL = "gpuprov.role"
 OS_LABEL = "gpuprov.os"
 MIRROR_HASH_LABEL = "gpuprov.mirror.root"
+STATE_LABEL = "gpuprov.state"  # the directory holding the sandbox's files (its login key, its inventory)
 MAX_NODES = 16
 DEFAULT_NODES = 2
 DEFAULT_OS = "debian12"
@@ -154,6 +155,35 @@ def _owner(kind: str, object_name: str) -> str | None:
     return str(labels.get(LABEL, ""))
 
 
+def _state_of(kind: str, object_name: str) -> str | None:
+    """The state dir a docker object of a sandbox was made from; "" when it has no such label."""
+    data = docker.inspect(kind, object_name)
+    if data is None:
+        return None
+    labels = (data.get("Config") or data).get("Labels") or {}
+    return str(labels.get(STATE_LABEL, ""))
+
+
+def _refuse_other_state_dir(sandbox: str, current: list[Node], files: SandboxFiles) -> None:
+    """A sandbox made from another state dir (another GPUPROV_STATE_DIR) is not this one's to change.
+
+    Its nodes accept only that state dir's login key; taking them over would write a new key to them and
+    lock out the inventory the other state dir holds. A sandbox of an older gpuprov carries no state label:
+    it is this state dir's when its login key is here."""
+    mine = str(files.root.resolve())
+    owners = [_state_of("container", node.container) for node in current]
+    owners.append(_state_of("network", network_name(sandbox)))
+    for owner in owners:
+        if owner is None or owner == mine or (owner == "" and files.client_key.is_file()):
+            continue
+        where = f" ({owner})" if owner else ""
+        raise Conflict(
+            f"sandbox {sandbox!r} exists but was made from another state dir{where}, which holds its login "
+            f"key and inventory; run this with that GPUPROV_STATE_DIR, or choose another --name "
+            f"(`gpuprov sandbox down --name {sandbox}` removes it for everyone)"
+        )
+
+
 def _refuse_foreign(sandbox: str, kind: str, object_name: str) -> None:
     owner = _owner(kind, object_name)
     if owner is not None and owner != sandbox:
@@ -233,6 +263,7 @@ def up(sandbox: str, nodes: int | None, os_list: list[str] | None) -> Path:
     validate_name(sandbox)
     if nodes is not None:
         validate_node_count(nodes)
+    files = files_for(sandbox)
     docker.ensure_engine()
     current = existing_nodes(sandbox)
     the_plan = plan(sandbox, current, nodes, os_list)
@@ -240,6 +271,7 @@ def up(sandbox: str, nodes: int | None, os_list: list[str] | None) -> Path:
         _refuse_foreign(sandbox, "container", container_name(sandbox, f"node{index}"))
     _refuse_foreign(sandbox, "network", network_name(sandbox))
     _refuse_foreign(sandbox, "container", mirror_container_name(sandbox))
+    _refuse_other_state_dir(sandbox, current, files)
 
     if not the_plan.add and current and all(node.running for node in current):
         console.info(
@@ -252,7 +284,6 @@ def up(sandbox: str, nodes: int | None, os_list: list[str] | None) -> Path:
     image_refs = {os_name: images.ensure_image(os_name) for os_name in os_needed}
     content = mirror.ensure_mirror_content()
 
-    files = files_for(sandbox)
     rollback = _Rollback(sandbox, new_sandbox=not current and not files.root.exists(), state_dir=files.root)
     try:
         with interrupts.deferred():
@@ -281,9 +312,9 @@ def _bring_up(
     net = network_name(sandbox)
     if docker.inspect("network", net) is None:
         rollback.network = net
-        docker.run("network", "create", "--label", f"{LABEL}={sandbox}", net)
+        docker.run("network", "create", "--label", f"{LABEL}={sandbox}", "--label", _state_label(files), net)
 
-    mirror_address = _ensure_mirror(sandbox, image_refs[DEFAULT_OS], content, rollback)
+    mirror_address = _ensure_mirror(sandbox, image_refs[DEFAULT_OS], content, rollback, files)
 
     if the_plan.add:
         console.step(
@@ -326,7 +357,13 @@ def _bring_up(
         console.info(f"  {entry.name:<8} {entry.os_name:<12} {entry.address}")
 
 
-def _ensure_mirror(sandbox: str, image: str, content: mirror.MirrorContent, rollback: _Rollback) -> str:
+def _state_label(files: SandboxFiles) -> str:
+    return f"{STATE_LABEL}={files.root.resolve()}"
+
+
+def _ensure_mirror(
+    sandbox: str, image: str, content: mirror.MirrorContent, rollback: _Rollback, files: SandboxFiles
+) -> str:
     """Run the package mirror container (re-created when the mirror content changed); return its address."""
     name = mirror_container_name(sandbox)
     net = network_name(sandbox)
@@ -344,6 +381,7 @@ def _ensure_mirror(sandbox: str, image: str, content: mirror.MirrorContent, roll
         docker.run(
             "run", "-d", "--name", name, "--hostname", "mirror",
             "--label", f"{LABEL}={sandbox}", "--label", f"{ROLE_LABEL}=mirror",
+            "--label", _state_label(files),
             "--label", f"{MIRROR_HASH_LABEL}={content.root}",
             "--network", net, "--network-alias", "mirror",
             "-v", f"{content.root}:/srv/mirror:ro",
@@ -369,6 +407,7 @@ def _create_node(
     docker.run(
         "create", "--name", name, "--hostname", node,
         "--label", f"{LABEL}={sandbox}", "--label", f"{ROLE_LABEL}=node", "--label", f"{OS_LABEL}={os_name}",
+        "--label", _state_label(files),
         "--network", network_name(sandbox), *images.RUN_ARGS, image,
     )  # fmt: skip
     host_key = keys.generate(f"root@{node}")
