@@ -506,7 +506,11 @@ def refresh(job: jobs.Job) -> jobs.Job:
     """For a job recorded as running: ask its hosts how it stands, and record the end when it has ended."""
     if job.state not in jobs.ACTIVE_STATES:
         return job
-    clients, problems = _connect_all(job)
+    try:
+        clients, problems = _connect_all(job)
+    except BadInput as exc:  # `gpuprov jobs` lists every job: say why this one's state is not known
+        console.warning(f"job {job.id}: {exc.message}")
+        return job
     try:
 
         def status(h: jobs.JobHost) -> tuple[str, dict[str, object] | None]:

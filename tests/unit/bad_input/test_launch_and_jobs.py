@@ -12,7 +12,6 @@ The hosts here are 127.0.0.1 on closed ports (1, 2): every SSH connection is ref
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -374,7 +373,7 @@ def test_template_that_is_not_text(work: Path) -> None:
 # ----- 17. messages that say what is really wrong ---------------------------------------------------------
 
 
-def test_a_directory_given_as_a_file(work: Path) -> None:
+def test_a_directory_given_as_a_file(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (work / "code.py").mkdir()
     line = one_error(gpuprov("launch", "code.py", cwd=work), 2)
     assert "script code.py is a directory" in line
@@ -383,8 +382,8 @@ def test_a_directory_given_as_a_file(work: Path) -> None:
     host = hosts.Host(
         "node1", "10.0.0.1", 22, "u", None, Path("/k"), vars={"gpuprov_torchrun_template": "code.py"}
     )
+    monkeypatch.chdir(work)
     with pytest.raises(BadInput, match=r"node1: gpuprov_torchrun_template code\.py is a directory"):
-        os.chdir(work)
         runner._template_for(options.LaunchOptions(script=work / "train.py"), host)
 
 
@@ -481,6 +480,14 @@ def test_missing_ssh_key_in_the_inventory(work: Path) -> None:
         f.write("[gpu_nodes:vars]\nansible_ssh_private_key_file=~/.ssh/nonexistent_key\n")
     line = one_error(gpuprov("launch", "train.py", cwd=work), 2)
     assert f"SSH key {work}/.ssh/nonexistent_key" in line
+
+
+def test_jobs_lists_a_job_whose_key_file_is_missing(work: Path) -> None:
+    write_record(work, hosts=[host_record(key_file=str(work / "gone_key"))])
+    proc = gpuprov("jobs", cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert JOB in proc.stdout and "running" in proc.stdout
+    assert f"warning: job {JOB}: node1: SSH key {work}/gone_key" in proc.stderr
 
 
 @pytest.mark.parametrize("command", ["logs", "stop"])
