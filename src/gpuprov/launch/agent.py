@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import IO, Any
 
 EVENT_PREFIX = "@gpuprov "
 POLL_S = 0.05
@@ -48,9 +49,16 @@ def _read(path: str) -> str | None:
         return None
 
 
+def _open_private(path: str, mode: str) -> IO[Any]:
+    """Open for writing a file that only the user can read (the log can carry the job's environment)."""
+    flags = os.O_CREAT | (os.O_RDWR if "+" in mode else os.O_WRONLY)
+    flags |= os.O_APPEND if mode.startswith("a") else os.O_TRUNC
+    return os.fdopen(os.open(path, flags, 0o600), mode)
+
+
 def _write_atomic(path: str, text: str) -> None:
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    with _open_private(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
 
@@ -95,7 +103,7 @@ def supervise(jobdir: str) -> None:
     job_id = _read(_path(jobdir, "job_id")) or ""
     env = dict(os.environ)
     env["GPUPROV_JOB_ID"] = job_id
-    with open(_path(jobdir, "job.log"), "ab") as log, open(os.devnull, "rb") as devnull:
+    with _open_private(_path(jobdir, "job.log"), "ab") as log, open(os.devnull, "rb") as devnull:
         proc = subprocess.Popen(
             ["bash", _path(jobdir, "run.sh")],
             stdin=devnull,
@@ -139,7 +147,7 @@ def follow(jobdir: str, offset: int, out: _Output, announce: bool = True) -> int
             break
         time.sleep(POLL_S)
     pending = b""
-    with open(log_path, "ab+") as log:
+    with _open_private(log_path, "ab+") as log:
         log.seek(offset)
         while True:
             exited = os.path.exists(_path(jobdir, "exit_code"))

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from gpuprov.launch import jobs as job_records
 from gpuprov.launch import options, runner, sbatch
 
 
@@ -59,10 +60,10 @@ from gpuprov.launch import options, runner, sbatch
 @click.option(
     "--grace",
     "grace_s",
-    type=float,
-    default=options.DEFAULT_GRACE_S,
+    default=str(options.DEFAULT_GRACE_S),
     show_default=True,
-    help="Seconds between SIGTERM and SIGKILL when the job is torn down.",
+    help="Seconds between SIGTERM and SIGKILL when the job is torn down "
+    f"(at most {job_records.MAX_GRACE_S:.0f}).",
 )
 @click.option(
     "--template",
@@ -97,7 +98,7 @@ def launch(
     master_port: int | None,
     rdzv: str,
     max_restarts: int,
-    grace_s: float,
+    grace_s: str,
     template: str | None,
     detach: bool,
     dry_run: bool,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import re
 import secrets
@@ -17,13 +18,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from gpuprov import hosts, paths
 from gpuprov.errors import BadInput
 from gpuprov.launch import remote
 
 _ID_RE = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
+# A host's name names its log file (HOST.log): no '/', no leading '.' or '-', nothing a shell would expand.
+_HOST_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$")
+MAX_GRACE_S = 3600.0
 STARTING = "starting"
 RUNNING = "running"
 STOPPING = "stopping"
@@ -37,6 +41,34 @@ def new_id() -> str:
 
 def jobs_root() -> Path:
     return paths.state_dir() / "jobs"
+
+
+def is_job_id(text: str) -> bool:
+    return bool(_ID_RE.match(text))
+
+
+def is_host_name(text: str) -> bool:
+    return bool(_HOST_NAME_RE.match(text))
+
+
+def valid_grace(value: float) -> bool:
+    return math.isfinite(value) and 0 < value <= MAX_GRACE_S
+
+
+def _private_dir(path: Path) -> None:
+    """path (and jobs_root above it) as directories only the user can enter."""
+    for directory in (jobs_root(), path):
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if directory.stat().st_mode & 0o077:  # made by an older gpuprov, or with another umask
+            directory.chmod(0o700)
+
+
+def open_private(path: Path, mode: str = "a") -> IO[str]:
+    """Open a text file readable by the user only (0600), also when it already existed."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+    fd = os.open(path, flags, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, mode, encoding="utf-8")
 
 
 @dataclass
@@ -86,12 +118,16 @@ class Job:
         return jobs_root() / self.id
 
     def log_path(self, host: str) -> Path:
+        if not is_host_name(host):  # checked where names come in (inventory, record); never a path part
+            raise ValueError(f"not a host name: {host!r}")
         return self.local_dir / f"{host}.log"
 
     def save(self) -> None:
-        self.local_dir.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(asdict(self), indent=2, allow_nan=False) + "\n"  # NaN is not JSON
+        _private_dir(self.local_dir)
         tmp = self.local_dir / ".job.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        with open_private(tmp, "w") as f:
+            f.write(text)
         os.replace(tmp, self.local_dir / "job.json")
 
     @contextlib.contextmanager
@@ -101,8 +137,8 @@ class Job:
         Several clients can hold a copy of one job (`launch`, `logs -f`, `jobs`, `stop`); each state change
         re-reads the record under the lock, so a copy read earlier cannot undo a later change.
         """
-        self.local_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.local_dir / ".lock", "w") as lock:
+        _private_dir(self.local_dir)
+        with open_private(self.local_dir / ".lock") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             path = self.local_dir / "job.json"
             yield json.loads(path.read_text()) if path.is_file() else {}
@@ -140,32 +176,150 @@ class Job:
             self.save()
 
 
-def _from_dict(data: dict[str, Any]) -> Job:
+class DamagedRecord(BadInput):
+    """A job record that is not what gpuprov writes; the message says what, where, and what to do."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path, self.reason = path, reason
+        super().__init__(
+            f"the record of job {path.parent.name} ({path}) is damaged: {reason}; "
+            f"remove {path.parent} if the job is no longer needed"
+        )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def _is_str(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _optional_str(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+_FIELD_CHECKS: dict[str, tuple[Any, str]] = {
+    "script": (_is_str, "is not a string"),
+    "args": (
+        lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
+        "is not a list of strings",
+    ),
+    "master": (_is_str, "is not a string"),
+    "detach": (lambda v: isinstance(v, bool), "is not true or false"),
+    "grace_s": (
+        lambda v: _is_number(v) and valid_grace(float(v)),
+        f"is not a number of seconds in (0, {MAX_GRACE_S:.0f}]",
+    ),
+    "created": (_is_number, "is not a time"),
+    "state": (
+        lambda v: v in ACTIVE_STATES + FINAL_STATES,
+        f"is not one of {', '.join(ACTIVE_STATES + FINAL_STATES)}",
+    ),
+    "exit_codes": (
+        lambda v: isinstance(v, dict) and all(c is None or _is_int(c) for c in v.values()),
+        "is not a map of host to exit code",
+    ),
+    "finished": (lambda v: v is None or _is_number(v), "is not a time"),
+}
+_HOST_CHECKS: dict[str, tuple[Any, str]] = {
+    "name": (
+        lambda v: _is_str(v) and is_host_name(v),
+        "is not a host name (letters, digits, '.', '-', '_', ':')",
+    ),
+    "address": (lambda v: _is_str(v) and bool(v), "is not an address"),
+    "port": (lambda v: _is_int(v) and 1 <= v <= 65535, "is not a TCP port"),
+    "user": (lambda v: _is_str(v) and bool(v), "is not a user name"),
+    "key_file": (_optional_str, "is not a path"),
+    "known_hosts": (_is_str, "is not a path"),
+    "python": (lambda v: _is_str(v) and bool(v), "is not a path"),
+    "node_rank": (lambda v: _is_int(v) and v >= 0, "is not a node rank"),
+    "nproc": (lambda v: _is_int(v) and v >= 1, "is not a process count"),
+}
+
+
+def _checked(data: dict[str, Any], checks: dict[str, tuple[Any, str]], where: str) -> None:
+    for name in data:
+        if name not in checks:
+            raise ValueError(f"{where}unknown field {name!r}")
+    for name, (check, problem) in checks.items():
+        if name not in data:
+            raise ValueError(f"{where}field {name!r} is missing")
+        if not check(data[name]):
+            raise ValueError(f"{where}field {name!r} {problem}")
+
+
+def _read_record(path: Path) -> Job:
+    """The job recorded in path (jobs_root()/<id>/job.json), every field checked; DamagedRecord if not."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+        data = json.loads(text)  # NaN and Infinity (not JSON, but Python writes them) fail the field checks
+    except FileNotFoundError:
+        raise DamagedRecord(path, "it does not exist") from None
+    except OSError as exc:
+        raise DamagedRecord(path, f"it cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise DamagedRecord(path, f"it is not JSON ({exc})") from None
+    try:
+        return _job_from(data, path.parent.name)
+    except ValueError as exc:
+        raise DamagedRecord(path, str(exc)) from None
+
+
+def _job_from(data: object, job_id: str) -> Job:
+    if not isinstance(data, dict):
+        raise ValueError("it is not a JSON object")
     data = dict(data)
-    data["hosts"] = [JobHost(**h) for h in data["hosts"]]
-    return Job(**data)
+    if data.get("id") != job_id:
+        raise ValueError(f"field 'id' is {data.get('id')!r}, not the name of its directory")
+    if "hosts" not in data:
+        raise ValueError("field 'hosts' is missing")
+    hosts_data = data.pop("hosts")
+    if not isinstance(hosts_data, list) or not hosts_data:
+        raise ValueError("field 'hosts' is not a list of hosts")
+    _checked({k: v for k, v in data.items() if k != "id"}, _FIELD_CHECKS, "")
+    job_hosts = []
+    for index, host in enumerate(hosts_data):
+        where = f"hosts[{index}]: "
+        if not isinstance(host, dict):
+            raise ValueError(f"{where}not a JSON object")
+        _checked(host, _HOST_CHECKS, where)
+        job_hosts.append(JobHost(**host))
+    names = [h.name for h in job_hosts]
+    if len(set(names)) != len(names):
+        raise ValueError("field 'hosts' names a host twice")
+    data["grace_s"] = float(data["grace_s"])
+    return Job(hosts=job_hosts, **data)
 
 
 def load(job_id: str) -> Job:
-    if not _ID_RE.match(job_id):
+    if not is_job_id(job_id):
         raise BadInput(f"{job_id!r} is not a job id (like 20250101-120000-ab12); `gpuprov jobs` lists them")
     path = jobs_root() / job_id / "job.json"
-    if not path.is_file():
+    if not path.exists() and not (jobs_root() / job_id).is_dir():
         raise BadInput(f"no job {job_id} in {jobs_root()}; `gpuprov jobs` lists the jobs started from here")
-    try:
-        return _from_dict(json.loads(path.read_text()))
-    except (ValueError, TypeError, KeyError) as exc:
-        raise BadInput(f"the record of job {job_id} ({path}) is damaged: {exc}") from None
+    return _read_record(path)
 
 
-def all_jobs() -> list[Job]:
+def all_jobs() -> tuple[list[Job], list[DamagedRecord]]:
+    """Every job recorded here, oldest first; and the records (job directories) that are damaged."""
     root = jobs_root()
-    found = []
+    found: list[Job] = []
+    damaged: list[DamagedRecord] = []
     if root.is_dir():
         for entry in sorted(root.iterdir()):
-            if _ID_RE.match(entry.name) and (entry / "job.json").is_file():
-                try:
-                    found.append(_from_dict(json.loads((entry / "job.json").read_text())))
-                except (ValueError, TypeError, KeyError):
-                    continue
-    return sorted(found, key=lambda job: job.created)
+            if not entry.is_dir() or entry.is_symlink():
+                continue
+            if not is_job_id(entry.name):
+                if (entry / "job.json").exists():
+                    damaged.append(DamagedRecord(entry / "job.json", "its directory's name is not a job id"))
+                continue
+            try:
+                found.append(_read_record(entry / "job.json"))
+            except DamagedRecord as exc:
+                damaged.append(exc)
+    return sorted(found, key=lambda job: job.created), damaged

@@ -5,12 +5,15 @@ Every check here works on local input only (files, numbers, names); what needs t
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuprov.errors import BadInput
+from gpuprov.launch import render
+from gpuprov.launch.jobs import MAX_GRACE_S, valid_grace
 
 DEFAULT_MASTER_PORT = 29500
 MASTER_PORT_SEARCH = 100  # without --master-port: the first free port in 29500..29599
@@ -94,23 +97,37 @@ def parse_env_pair(text: str, where: str) -> tuple[str, str]:
     return name, value
 
 
-def read_env_file(path: Path) -> dict[str, str]:
-    """NAME=VALUE lines; blank lines and '#' comments skipped; values may be shell-quoted."""
+def read_env_file(path: Path, label: str | None = None) -> dict[str, str]:
+    """NAME=VALUE lines of UTF-8 text; blank lines and '#' comments skipped; values may be shell-quoted."""
+    label = label or str(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
-        raise BadInput(f"--env-file {path} cannot be read: {exc.strerror or exc}") from None
+        raise BadInput(f"--env-file {label} cannot be read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = data[: exc.start].count(b"\n") + 1
+        byte = data[exc.start]
+        raise BadInput(
+            f"--env-file {label} line {where} is not UTF-8 text (byte 0x{byte:02x}); save it as UTF-8"
+        ) from None
+    if "\0" in text:
+        where = text[: text.index("\0")].count("\n") + 1
+        raise BadInput(
+            f"--env-file {label} line {where} has a NUL byte, which no environment variable can hold"
+        )
     env: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         line = line.removeprefix("export ").strip()
-        name, value = parse_env_pair(line, f"--env-file {path} line {number}")
+        name, value = parse_env_pair(line, f"--env-file {label} line {number}")
         try:
             words = shlex.split(value) if value.strip() else [""]
         except ValueError as exc:
-            raise BadInput(f"--env-file {path} line {number}: {exc}") from None
+            raise BadInput(f"--env-file {label} line {number}: {exc}") from None
         env[name] = " ".join(words)
     return env
 
@@ -135,7 +152,7 @@ def build(
     dry_run: bool = False,
     emit_sbatch: str | None = None,
     template: str | None = None,
-    grace_s: float = DEFAULT_GRACE_S,
+    grace_s: float | str = DEFAULT_GRACE_S,
 ) -> LaunchOptions:
     """Check every option that needs no host; raise BadInput with one line for the first wrong one."""
     if nodes is not None and hosts is not None:
@@ -148,8 +165,7 @@ def build(
         raise BadInput(f"--rdzv {rdzv!r} is not valid: choose {' or '.join(RDZV_CHOICES)}")
     if max_restarts < 0:
         raise BadInput(f"--max-restarts {max_restarts} is not valid: give 0 or more")
-    if grace_s <= 0:
-        raise BadInput(f"--grace {grace_s} is not valid: give a number of seconds > 0")
+    grace = parse_grace(grace_s)
     if max_file_mb < 1:
         raise BadInput(f"--max-file-mb {max_file_mb} is not valid: give 1 or more")
     if detach and dry_run:
@@ -166,14 +182,23 @@ def build(
     template_path = None
     if template is not None:
         template_path = Path(template).expanduser()
-        if not template_path.is_file():
+        check_file(template_path, f"--template {template}", "give the path of a Jinja2 torchrun template")
+        render.load(template_path, label=f"--template {template}")  # its syntax, before any host
+
+    sbatch_path = None
+    if emit_sbatch is not None:
+        sbatch_path = Path(emit_sbatch).expanduser()
+        if sbatch_path.is_dir():
+            raise BadInput(f"--emit-sbatch {emit_sbatch} is a directory; give a file name")
+        if not sbatch_path.parent.is_dir():
             raise BadInput(
-                f"--template {template} does not exist; give the path of a Jinja2 torchrun template"
+                f"--emit-sbatch {emit_sbatch}: directory {sbatch_path.parent} does not exist; "
+                "create it first or give a file in an existing directory"
             )
 
     merged: dict[str, str] = {}
     if env_file is not None:
-        merged.update(read_env_file(Path(env_file).expanduser()))
+        merged.update(read_env_file(Path(env_file).expanduser(), env_file))
     for item in env:
         name, value = parse_env_pair(item, "--env")
         merged[name] = value  # --env wins over --env-file
@@ -194,19 +219,63 @@ def build(
         max_restarts=max_restarts,
         detach=detach,
         dry_run=dry_run,
-        emit_sbatch=Path(emit_sbatch).expanduser() if emit_sbatch is not None else None,
+        emit_sbatch=sbatch_path,
         template=template_path,
-        grace_s=grace_s,
+        grace_s=grace,
     )
 
 
+def parse_grace(value: float | str) -> float:
+    """--grace: finite seconds in (0, MAX_GRACE_S]; inf or nan would leave a stopped job running."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not valid_grace(seconds):
+        raise BadInput(
+            f"--grace {value} is not valid: give the seconds between SIGTERM and SIGKILL, "
+            f"more than 0 and at most {MAX_GRACE_S:.0f}"
+        )
+    return seconds
+
+
+def check_file(path: Path, label: str, hint: str) -> None:
+    """path is a file this process can read; else one line saying what it is instead."""
+    if path.is_dir():
+        raise BadInput(f"{label} is a directory; {hint}")
+    if not path.is_file():
+        raise BadInput(f"{label} does not exist; {hint}")
+
+
 def _script_path(script: str, workdir: Path | None) -> Path:
-    """The script as a local file; relative names are looked up in --workdir first, then here."""
-    candidates = [Path(script).expanduser()]
-    if workdir is not None and not Path(script).is_absolute():
-        candidates.insert(0, workdir / script)
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate.resolve()
-    where = f" (looked in {workdir} and {Path.cwd()})" if workdir is not None else ""
-    raise BadInput(f"script {script} does not exist{where}; give the path of your training script")
+    """The script as a local file; a relative name is looked up in --workdir and here.
+
+    A name that finds two different files, or a script outside the workdir with the name of a file at the
+    workdir's top (both would be pushed as one file of that name), is refused: only one could run.
+    """
+    hint = "give the path of your training script"
+    given = Path(script).expanduser()
+    candidates = [given]
+    if workdir is not None and not given.is_absolute():
+        candidates.insert(0, workdir / given)
+    found = [c.resolve() for c in candidates if c.is_file()]
+    if not found:
+        if any(c.is_dir() for c in candidates):
+            raise BadInput(f"script {script} is a directory; {hint}")
+        where = f" (looked in {workdir} and {Path.cwd()})" if workdir is not None else ""
+        raise BadInput(f"script {script} does not exist{where}; {hint}")
+    if len(set(found)) > 1:
+        raise BadInput(
+            f"script {script} names two files, {found[0]} (in --workdir) and {found[1]}, and only one "
+            f"can be pushed as {found[0].name}: give the workdir's as {found[0]}, or rename one"
+        )
+    path = found[0]
+    if workdir is not None and not path.is_relative_to(workdir):
+        twin = workdir / path.name
+        if twin.exists() or twin.is_symlink():
+            raise BadInput(
+                f"script {path} is outside --workdir {workdir}, which has a {path.name} of its own "
+                f"({twin}); both would be pushed as {path.name}: move the script into the workdir or "
+                "rename one"
+            )
+    return path

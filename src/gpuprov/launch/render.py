@@ -3,6 +3,11 @@
 The default templates are templates/torchrun.sh.j2 and templates/sbatch.sh.j2. A user can render the
 per-host command from a template of their own with `--template FILE` or the inventory variable
 `gpuprov_torchrun_template` (per host or group); it gets the same variables (see `HostCommand`).
+
+Templates run in Jinja2's immutable sandbox: a template (which can come from an inventory) renders text
+and cannot reach Python's internals, call unsafe methods or change the values it is given. It can
+include, import or extend only templates in its own directory. Every mistake in a user's template is a
+BadInput naming the template and, where Jinja2 knows it, the line.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
+import jinja2.sandbox
 
 from gpuprov import resources
 from gpuprov.errors import BadInput
@@ -47,7 +53,7 @@ class HostCommand:
 
 
 def _environment(search_dir: Path) -> jinja2.Environment:
-    env = jinja2.Environment(
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
         loader=jinja2.FileSystemLoader(str(search_dir)),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -59,28 +65,59 @@ def _environment(search_dir: Path) -> jinja2.Environment:
     return env
 
 
-def _template(path: Path | None, default_name: str) -> jinja2.Template:
+def _not_text(path: Path, exc: UnicodeDecodeError, label: str) -> BadInput:
+    data = path.read_bytes()
+    line = data[: exc.start].count(b"\n") + 1
+    return BadInput(f"{label} line {line} is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8")
+
+
+def load(
+    path: Path | None, default_name: str = TORCHRUN_TEMPLATE, label: str | None = None
+) -> jinja2.Template:
+    """The template at path (or gpuprov's own), compiled; BadInput for what a user's template gets wrong."""
     if path is None:
         return _environment(resources.data_dir("templates")).get_template(default_name)
+    label = label or f"template {path}"
     try:
         return _environment(path.parent).get_template(path.name)
     except jinja2.TemplateSyntaxError as exc:
-        raise BadInput(f"template {path} line {exc.lineno}: {exc.message}") from None
+        raise BadInput(f"{label} line {exc.lineno}: {exc.message}") from None
+    except UnicodeDecodeError as exc:
+        raise _not_text(path, exc, label) from None
     except (jinja2.TemplateNotFound, OSError):
-        raise BadInput(f"template {path} does not exist or cannot be read") from None
+        raise BadInput(f"{label} does not exist or cannot be read") from None
+
+
+def _template_line(exc: BaseException, template: jinja2.Template) -> int | None:
+    """The line of the template a rendering error happened on (Jinja2 maps its frames to template lines)."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == template.filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
 
 
 def torchrun_script(command: HostCommand, template: Path | None = None) -> str:
     """The bash script that runs this host's torchrun (what --dry-run prints)."""
     where = str(template) if template is not None else f"templates/{TORCHRUN_TEMPLATE}"
+    compiled = load(template)
+    values = {name: getattr(command, name) for name in command.__dataclass_fields__}
     try:
-        return _template(template, TORCHRUN_TEMPLATE).render(
-            **{name: getattr(command, name) for name in command.__dataclass_fields__},
-            backend_hint=command.backend_hint,
-            template_name=where,
-        )
-    except jinja2.UndefinedError as exc:
-        raise BadInput(f"template {where}: {exc.message}") from None
+        return compiled.render(**values, backend_hint=command.backend_hint, template_name=where)
+    except jinja2.TemplateNotFound as exc:
+        directory = template.parent if template is not None else resources.data_dir("templates")
+        raise BadInput(
+            f"template {where}: {exc.name!r} not found in {directory}; a template can include, import or "
+            "extend only templates in its own directory"
+        ) from None
+    except Exception as exc:  # a user's template is input: whatever it raises is its mistake
+        if template is None:
+            raise  # gpuprov's own template failing is a bug: show it
+        line = _template_line(exc, compiled)
+        message = exc.message if isinstance(exc, jinja2.TemplateError) else f"{type(exc).__name__}: {exc}"
+        raise BadInput(f"template {where}{f' line {line}' if line else ''}: {message}") from None
 
 
 @dataclass(frozen=True)
@@ -104,4 +141,4 @@ def sbatch_script(job: SbatchJob) -> str:
     fields = {name: getattr(job, name) for name in job.__dataclass_fields__}
     # 'gpu' and 'auto': one process per GPU Slurm gave the node (1 without GPUs).
     fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else '"${SLURM_GPUS_ON_NODE:-1}"'
-    return _template(None, SBATCH_TEMPLATE).render(**fields)
+    return load(None, SBATCH_TEMPLATE).render(**fields)

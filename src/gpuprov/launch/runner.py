@@ -19,8 +19,8 @@ from types import FrameType
 import paramiko
 
 from gpuprov import console, hosts, interrupts
-from gpuprov.errors import ExitCode, GpuprovError
-from gpuprov.launch import agent, jobs, preflight, push, remote, render, selection, stream
+from gpuprov.errors import BadInput, ExitCode, GpuprovError
+from gpuprov.launch import jobs, options, preflight, push, remote, render, selection, stream
 from gpuprov.launch.options import LaunchOptions
 
 AGENT_SOURCE = Path(__file__).with_name("agent.py")
@@ -94,10 +94,9 @@ def _template_for(opts: LaunchOptions, host: hosts.Host) -> Path | None:
     if not given:
         return None
     path = Path(str(given)).expanduser()
-    if not path.is_file():
-        raise GpuprovError(
-            f"{host.name}: gpuprov_torchrun_template {given} does not exist", exit_code=ExitCode.BAD_INPUT
-        )
+    label = f"{host.name}: gpuprov_torchrun_template {given}"
+    options.check_file(path, label, "give the path of a Jinja2 torchrun template in the inventory")
+    render.load(path, label=label)
     return path
 
 
@@ -105,18 +104,22 @@ def plan(opts: LaunchOptions) -> Plan:
     inventory = hosts.load(selection.inventory_path(opts.inventory))
     selected = selection.select(inventory, opts.nodes, opts.hosts)
     master_addr = selection.master_address(selected[0], len(selected))
+    templates = {host.name: _template_for(opts, host) for host in selected}
+    remote.check_key_files(selected, "ansible_ssh_private_key_file")
     payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
     console.step(f"Preflight on {len(selected)} host(s): {', '.join(h.name for h in selected)}")
-    checks = preflight.run(selected, master_addr, opts.master_port, opts.nproc)
+    try:
+        checks = preflight.run(selected, master_addr, opts.master_port, opts.nproc)
+    except preflight.PreflightFailed as exc:
+        if len(exc.problems) > 1:
+            _problem_table(exc.problems, [h.name for h in selected])
+        raise
     job_id = jobs.new_id()
     try:
         commands = build_commands(
             job_id, opts, checks.checks, master_addr, checks.master_port, payload.script_rel
         )
-        scripts = {
-            name: render.torchrun_script(cmd, _template_for(opts, inventory.host(name)))
-            for name, cmd in commands.items()
-        }
+        scripts = {name: render.torchrun_script(cmd, templates[name]) for name, cmd in commands.items()}
     except BaseException:
         checks.close()
         raise
@@ -128,6 +131,17 @@ def plan(opts: LaunchOptions) -> Plan:
     return Plan(job_id, selected, checks, commands, scripts, payload)
 
 
+def _problem_table(problems: list[str], names: list[str]) -> None:
+    """Every problem preflight found, one row each (the error line after it only counts them)."""
+    rows = []
+    for problem in problems:
+        host = next((n for n in names if problem.startswith((f"{n}: ", f"{n} "))), "-")
+        rows.append([host, problem])
+    console.table(
+        f"Preflight: {len(problems)} problems found, nothing was started", ["host", "problem"], rows
+    )
+
+
 # ----- launch ----------------------------------------------------------------------------------------------
 
 
@@ -136,6 +150,12 @@ def launch(opts: LaunchOptions) -> str:
     started = time.monotonic()
     the_plan = plan(opts)
     try:
+        links = the_plan.payload.skipped_links
+        if links:
+            console.warning(
+                f"not pushing {len(links)} symlink(s) of --workdir that lead outside it or to a directory "
+                f"({', '.join(links[:5])}{'...' if len(links) > 5 else ''}); copy what the job needs into it"
+            )
         if opts.dry_run:
             _print_dry_run(the_plan)
             return the_plan.job_id
@@ -195,7 +215,7 @@ def _record(the_plan: Plan, opts: LaunchOptions) -> jobs.Job:
 
 
 def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> None:
-    agent = AGENT_SOURCE.read_bytes()
+    agent_code = AGENT_SOURCE.read_bytes()
     payload = the_plan.payload
     console.step(
         f"Pushing {len(payload.files)} file(s) ({payload.total_bytes / 1e6:.1f} MB) to ~/{job.remote_dir} "
@@ -206,7 +226,7 @@ def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> None:
         assert check.client is not None
         name = check.host.name
         extra = {
-            "agent.py": agent,
+            "agent.py": agent_code,
             "run.sh": the_plan.scripts[name].encode(),
             "job_id": job.id.encode(),
             "grace": str(opts.grace_s).encode(),
@@ -452,18 +472,33 @@ def job_host(job: jobs.Job, name: str) -> hosts.Host:
 
 
 def _connect_all(job: jobs.Job) -> tuple[dict[str, paramiko.SSHClient], dict[str, str]]:
-    def one(h: jobs.JobHost) -> tuple[str, paramiko.SSHClient | None, str | None]:
+    """SSH connections to the job's hosts, and why each other host could not be reached.
+
+    Input to fix (a key file that is not there, an unreadable known_hosts) raises BadInput instead.
+    """
+    remote.check_key_files(
+        [h.to_host() for h in job.hosts], f"ansible_ssh_private_key_file when job {job.id} was launched"
+    )
+
+    def one(h: jobs.JobHost) -> tuple[str, paramiko.SSHClient | None, GpuprovError | None]:
         try:
             return h.name, remote.connect(h.to_host()), None
         except GpuprovError as exc:
-            return h.name, None, exc.message
+            return h.name, None, exc
 
     clients, problems = {}, {}
+    bad_input: BadInput | None = None
     for name, client, problem in remote.on_all(job.hosts, one):
         if client is not None:
             clients[name] = client
+        elif isinstance(problem, BadInput):
+            bad_input = bad_input or problem
         else:
-            problems[name] = problem or "unreachable"
+            problems[name] = problem.message if problem else "unreachable"
+    if bad_input is not None:
+        for client in clients.values():
+            client.close()
+        raise bad_input
     return clients, problems
 
 
@@ -471,7 +506,11 @@ def refresh(job: jobs.Job) -> jobs.Job:
     """For a job recorded as running: ask its hosts how it stands, and record the end when it has ended."""
     if job.state not in jobs.ACTIVE_STATES:
         return job
-    clients, problems = _connect_all(job)
+    try:
+        clients, problems = _connect_all(job)
+    except BadInput as exc:  # `gpuprov jobs` lists every job: say why this one's state is not known
+        console.warning(f"job {job.id}: {exc.message}")
+        return job
     try:
 
         def status(h: jobs.JobHost) -> tuple[str, dict[str, object] | None]:
@@ -507,11 +546,16 @@ _JOBS_HEADER = ["JOB", "HOSTS", "STATE", "STARTED", "EXIT CODES"]
 
 def list_jobs() -> None:
     rows = []
-    for job in jobs.all_jobs():
+    found, damaged = jobs.all_jobs()
+    for job in found:
         job = refresh(job)
         codes = ", ".join(f"{h}={'-' if c is None else c}" for h, c in job.exit_codes.items()) or "-"
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job.created))
         rows.append([job.id, ",".join(h.name for h in job.hosts), job.state, started, codes])
+    # A damaged record is listed (and explained) rather than hidden: its job may still run somewhere.
+    for record in damaged:
+        console.warning(record.message)
+        rows.append([record.path.parent.name, "-", "damaged", "-", "-"])
     if not rows:
         console.info(f"No jobs recorded in {jobs.jobs_root()}.")
         return
@@ -534,8 +578,6 @@ def show_logs(job_id: str, follow: bool) -> None:
                 printer.line(name, line)
         return
     clients, problems = _connect_all(job)
-    for name, why in problems.items():
-        console.warning(f"{name}: cannot read its log: {why}")
     events: queue.Queue[stream.Event] = queue.Queue()
     # The host's log is the full record; the local copy is rewritten from it.
     for name in clients:
@@ -548,7 +590,7 @@ def show_logs(job_id: str, follow: bool) -> None:
             if follow:
                 cmd = remote.agent_command(py[name], job.remote_dir, "follow", job.remote_dir, "0")
             else:
-                cmd = f'cat "$HOME/{job.remote_dir}/job.log"; echo "{agent.EVENT_PREFIX}exit 0" >&2'
+                cmd = remote.log_command(job.remote_dir)
             streams.append(stream.open_stream(name, client, cmd, events))
         done: set[str] = set()
         while len(done) < len(streams):
@@ -566,16 +608,23 @@ def show_logs(job_id: str, follow: bool) -> None:
         printer.close()
         for client in clients.values():
             client.close()
+    if problems:
+        others = f"; the lines above are from {', '.join(clients)}" if clients else ""
+        raise GpuprovError(
+            f"cannot read the log of job {job.id} on {len(problems)} host(s): {'; '.join(problems.values())}"
+            f"{others}",
+            ExitCode.HOSTS_UNREACHABLE,
+        )
     if follow:
         refresh(job)
 
 
 def stop_job(job_id: str) -> None:
     job = jobs.load(job_id)
-    # Recorded first, so a client that sees the ranks exit from here on records `stopped`, not `failed`.
-    job.mark(jobs.STOPPING)
     clients, problems = _connect_all(job)
     try:
+        # Recorded before any signal, so a client that sees the ranks exit from here on records `stopped`.
+        job.mark(jobs.STOPPING)
         problems.update(_stop_hosts(clients, job))
         codes: dict[str, int | None] = {}
         for h in job.hosts:

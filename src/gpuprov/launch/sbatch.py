@@ -50,14 +50,15 @@ def build(opts: LaunchOptions, argv: list[str]) -> str:
 def write(opts: LaunchOptions, argv: list[str]) -> Path:
     assert opts.emit_sbatch is not None
     text = build(opts, argv)
-    target = opts.emit_sbatch
-    if target.is_dir():
-        raise BadInput(f"--emit-sbatch {target} is a directory; give a file name")
+    target = opts.emit_sbatch  # its directory exists (options.build checked)
+    # The script exports the job's --env values: then it is the user's alone.
+    mode = 0o700 if opts.env else 0o755
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(text)
-        tmp.chmod(0o755)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(fd, mode)
+            f.write(text)
         os.replace(tmp, target)
     except OSError as exc:
         raise BadInput(f"--emit-sbatch {target} cannot be written: {exc.strerror or exc}") from None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gpuprov import hosts
 from gpuprov.errors import BadInput
+from gpuprov.launch import jobs
 
 INVENTORY_ENV = "GPUPROV_INVENTORY"
 DEFAULT_INVENTORY = Path("inventory.ini")
@@ -30,6 +31,19 @@ def inventory_path(given: Path | None) -> Path:
 
 def select(inventory: hosts.Inventory, nodes: int | None, names: tuple[str, ...]) -> list[hosts.Host]:
     """--hosts H1,H2 in that order, or the first --nodes N hosts, or every host. The first is the master."""
+    selected = _select(inventory, nodes, names)
+    for host in selected:
+        # A job's host names become its log files' names (HOST.log): nothing that climbs out of its directory.
+        if not jobs.is_host_name(host.name):
+            raise BadInput(
+                f"{inventory.path}: host name {host.name!r} cannot be used for a job (gpuprov names the "
+                "host's log file after it): use letters, digits, '.', '-', '_' and ':', and put the address "
+                "in ansible_host"
+            )
+    return selected
+
+
+def _select(inventory: hosts.Inventory, nodes: int | None, names: tuple[str, ...]) -> list[hosts.Host]:
     if names:
         unknown = [name for name in names if name not in inventory.names]
         if unknown:

@@ -18,6 +18,7 @@ from typing import IO
 import paramiko
 
 from gpuprov import console
+from gpuprov.launch import jobs
 from gpuprov.launch.agent import EVENT_PREFIX
 
 COLORS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
@@ -103,8 +104,8 @@ class Printer:
         self.colors = {h: COLORS[i % len(COLORS)] for i, h in enumerate(hosts)}
         self.logs: dict[str, IO[str]] = {}
         for host, path in log_paths.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.logs[host] = path.open("a", encoding="utf-8")
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.logs[host] = jobs.open_private(path)  # a job's output can carry its environment
         self.tails: dict[str, deque[str]] = {h: deque(maxlen=TAIL_LINES) for h in hosts}
         self.first_rank_line: dict[str, bool] = {}
 

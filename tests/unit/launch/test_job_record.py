@@ -15,9 +15,13 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+def _host() -> jobs.JobHost:
+    return jobs.JobHost("node1", "10.0.0.1", 22, "u", None, "/k", "/usr/bin/python3", 0, 1)
+
+
 def _job() -> jobs.Job:
     job = jobs.Job(
-        id=jobs.new_id(), script="train.py", args=[], hosts=[], master="10.0.0.1:29500",
+        id=jobs.new_id(), script="train.py", args=[], hosts=[_host()], master="10.0.0.1:29500",
         detach=True, grace_s=5, state=jobs.STARTING,
     )  # fmt: skip
     job.save()

@@ -49,13 +49,13 @@ def test_command_building_per_host() -> None:
 
 def test_static_script_content() -> None:
     text = render.torchrun_script(_commands(env={"FOO": "bar baz"})["node2"])
-    assert 'cd "$HOME/.gpuprov/jobs/20250101-000000-abcd/work"' in text
+    assert 'cd "$HOME"/.gpuprov/jobs/20250101-000000-abcd/work' in text
     assert "export FOO='bar baz'" in text
     assert "export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}]:'" in text
     assert "exec /opt/gpuprov/envs/train/bin/python -m torch.distributed.run" in text
     for flag in ("--nnodes 2", "--nproc-per-node 8", "--node-rank 1", "--master-addr 10.0.0.1",
                  "--master-port 29501", "--max-restarts 1", "--tee 3",
-                 '--log-dir "$HOME/.gpuprov/jobs/20250101-000000-abcd/ranks"'):  # fmt: skip
+                 '--log-dir "$HOME"/.gpuprov/jobs/20250101-000000-abcd/ranks'):  # fmt: skip
         assert flag in text, flag
     assert "--rdzv-backend" not in text
     assert text.rstrip().endswith("sub/x.py --epochs 2 'a b'")
