@@ -482,11 +482,19 @@ def test_dnf_installs_with_package_and_metadata_signatures_checked(
             "libnccl-2.21.5-1+cuda12.4",
             "kmod-nvidia-open-dkms-550.127.08",
         ]
+        # NVIDIA's module metadata: the default stream (latest-dkms) hides the older branches...
+        hidden = run(*dnf, "install", *packages)
+        # ...until the branch's stream is enabled, and another stream cannot simply be enabled over it.
+        enabled = run(*dnf, "module", "enable", "nvidia-driver:550-open")
+        refused = run(*dnf, "module", "enable", "nvidia-driver:570-open")
         proc = run(*dnf, "install", *packages)
     finally:
         # repo_gpgcheck makes dnf start a gpg-agent on its keyring in the install root; stop it.
         for pubring in (tmp_path / "root").glob("var/cache/dnf/*/pubring"):
             run("gpgconf", "--homedir", pubring, "--kill", "gpg-agent")
+    assert hidden.returncode != 0 and "nvidia-driver-cuda-550.127.08" in hidden.stderr
+    assert enabled.returncode == 0, enabled.stderr[-2000:]
+    assert refused.returncode != 0 and "module_stream_switch" in refused.stderr
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert os.readlink(tmp_path / "root/usr/lib64/libcuda.so.1") == "libcuda.so.550.127.08"
 
