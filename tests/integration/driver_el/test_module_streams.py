@@ -63,6 +63,9 @@ def test_switches_from_an_enabled_stream_to_the_locked_one(rocky: Sandbox) -> No
         rocky, "rpm -qa --qf '%{NAME}-%{EPOCHNUM}:%{VERSION}-%{RELEASE}.*\\n' '*nvidia*'"
     ).splitlines()
     assert tree and set(tree) <= set(locks)
+    # ...also the packages the role does not name, which its packages depend on.
+    assert any(entry.startswith("nvidia-kmod-common-3:550.127.08-") for entry in locks)
+    assert any(entry.startswith("nvidia-driver-cuda-libs-3:550.127.08-") for entry in locks)
     assert not [entry for entry in locks if ":570." in entry]
 
     again = apply(rocky, SANDBOX_LOCK)

@@ -421,9 +421,12 @@ def test_rpms_carry_nvidia_names_and_versions(rpms: list[Path]) -> None:
     query = run("rpm", "-qp", "--qf", r"%{NAME} %{EPOCHNUM}:%{VERSION}-%{RELEASE} %{ARCH}\n", *rpms).stdout
     found = set(query.splitlines())
     for expected in (
-        "nvidia-driver 0:550.127.08-1 x86_64",
-        "nvidia-driver-cuda 0:535.216.03-1 x86_64",
-        "kmod-nvidia-open-dkms 0:570.124.06-1 x86_64",
+        # NVIDIA's driver rpms carry epoch 3 (nvidia-driver.spec, NVIDIA/yum-packaging-nvidia-driver).
+        "nvidia-driver 3:550.127.08-1 x86_64",
+        "nvidia-driver-cuda 3:535.216.03-1 x86_64",
+        "nvidia-driver-cuda-libs 3:550.127.08-1 x86_64",
+        "nvidia-kmod-common 3:550.127.08-1 x86_64",
+        "kmod-nvidia-open-dkms 3:570.124.06-1 x86_64",
         "nvidia-fabric-manager 0:550.127.08-1 x86_64",
         "cuda-toolkit-12-8 0:12.8.1-1 x86_64",
         "libcudnn9-devel-cuda-12 0:9.5.1.17-1 x86_64",
