@@ -38,7 +38,7 @@ from pathlib import Path
 
 from gpuprov import console, hosttools, paths
 from gpuprov.errors import EnvironmentProblem, GpuprovError
-from gpuprov.sandbox import standins
+from gpuprov.sandbox import rpm_modules, standins
 from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Package
 
 APT_REPOS = ("debian12", "ubuntu2004", "ubuntu2204", "ubuntu2404")
@@ -63,6 +63,7 @@ HOST_TOOLS = {
     "rpmbuild": "rpm",
     "rpmsign": "rpm",
     "createrepo_c": "createrepo-c",
+    "modifyrepo_c": "createrepo-c",
     "gpg": "gnupg",
     "gpgconf": "gnupg",
 }
@@ -148,10 +149,12 @@ def content_hash(catalogue: Catalogue, wheels: WheelSpec | None) -> str:
 
 
 def builder_sources() -> list[tuple[str, Path]]:
-    """This module and every file of the stand-ins package (its modules, the programs they install)."""
+    """This module, rpm_modules and every file of the stand-ins package (its modules, the programs they
+    install)."""
     files = sorted(p for p in STANDINS_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     return [
         ("mirror.py", Path(__file__)),
+        ("rpm_modules.py", Path(rpm_modules.__file__)),
         *((f"standins/{p.relative_to(STANDINS_DIR).as_posix()}", p) for p in files),
     ]
 
@@ -209,6 +212,7 @@ def _build_repositories(catalogue: Catalogue, staging: Path, out: Path, key: Sig
     debs_dir.mkdir(parents=True)
     rpms_dir.mkdir()
     workers = max(2, os.cpu_count() or 2)
+    rpm_packages = standins.rpm_packages(catalogue)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         debs = list(
             pool.map(
@@ -219,14 +223,17 @@ def _build_repositories(catalogue: Catalogue, staging: Path, out: Path, key: Sig
         rpms = list(
             pool.map(
                 functools.partial(_build_rpm, staging=staging, out_dir=rpms_dir),
-                standins.rpm_packages(catalogue),
+                rpm_packages,
             )
         )
         # rpmsign signs one file after another; a few batches side by side use the cores.
         list(pool.map(functools.partial(_sign_rpms, key=key), _batches(rpms, workers)))
         repositories = [
             *(pool.submit(_apt_repository, _repo_dir(out, repo), repo, debs, key) for repo in APT_REPOS),
-            *(pool.submit(_rpm_repository, _repo_dir(out, repo), rpms, key) for repo in RPM_REPOS),
+            *(
+                pool.submit(_rpm_repository, _repo_dir(out, repo), repo, rpms, rpm_packages, key)
+                for repo in RPM_REPOS
+            ),
         ]
         for repository in repositories:
             repository.result()  # raises what the build of that repository raised
@@ -568,10 +575,17 @@ def _apt_repository(repo_dir: Path, codename: str, debs: Sequence[Path], key: Si
     _sign(key, "--armor", "--detach-sign", "--output", str(repo_dir / "Release.gpg"), release_file)
 
 
-def _rpm_repository(repo_dir: Path, rpms: Sequence[Path], key: SigningKey) -> None:
-    """An rpm repository with signed packages and a signed repomd.xml (for gpgcheck and repo_gpgcheck)."""
+def _rpm_repository(
+    repo_dir: Path, repo: str, rpms: Sequence[Path], packages: Sequence[Package], key: SigningKey
+) -> None:
+    """An rpm repository with signed packages, NVIDIA's dnf module metadata for the driver (see
+    gpuprov.sandbox.rpm_modules) and a signed repomd.xml (for gpgcheck and repo_gpgcheck)."""
     _link_all(rpms, repo_dir)
     _run(["createrepo_c", "--quiet", "--workers", "1", str(repo_dir)])
+    # As NVIDIA's repo-rpm.sh: modules.yaml written beside the rpms, added with modifyrepo_c.
+    modules = repo_dir / "modules.yaml"
+    modules.write_text(rpm_modules.modules_yaml(packages, distro=repo))
+    _run(["modifyrepo_c", "--mdtype", "modules", str(modules), str(repo_dir / "repodata")])
     repomd = repo_dir / "repodata" / "repomd.xml"
     _sign(key, "--armor", "--detach-sign", "--output", f"{repomd}.asc", str(repomd))
 

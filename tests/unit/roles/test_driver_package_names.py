@@ -121,3 +121,19 @@ def test_the_version_pin_covers_every_driver_package() -> None:
     driver_debs = [n for n in standin_debs() if not n.startswith("cuda-drivers-")]
     for name in driver_debs:
         assert any(fnmatch.fnmatchcase(name, p) for p in patterns), name
+
+
+@pytest.mark.parametrize(
+    ("release_vars", "branch", "name"),
+    [
+        ("RedHat-8.yml", "570", "nvidia-fabric-manager"),
+        ("RedHat-8.yml", "580", "nvidia-fabric-manager"),
+        ("RedHat-9.yml", "570", "nvidia-fabric-manager"),
+        ("RedHat-9.yml", "580", "nvidia-fabricmanager"),
+        ("RedHat-9.yml", "590", "nvidia-fabricmanager"),
+    ],
+)
+def test_el_fabric_manager_name_follows_nvidias_rule(release_vars: str, branch: str, name: str) -> None:
+    """NVIDIA's rhel9 repository renames fabric manager from R580 (gpu-driver-container rhel9/install.sh)."""
+    settings = role_vars("RedHat.yml", release_vars, nvidia_driver_branch=branch, nvidia_driver_flavor="open")
+    assert str(settings["__nvidia_driver_fabricmanager_package"]).strip() == name

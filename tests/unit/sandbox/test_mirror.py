@@ -421,9 +421,12 @@ def test_rpms_carry_nvidia_names_and_versions(rpms: list[Path]) -> None:
     query = run("rpm", "-qp", "--qf", r"%{NAME} %{EPOCHNUM}:%{VERSION}-%{RELEASE} %{ARCH}\n", *rpms).stdout
     found = set(query.splitlines())
     for expected in (
-        "nvidia-driver 0:550.127.08-1 x86_64",
-        "nvidia-driver-cuda 0:535.216.03-1 x86_64",
-        "kmod-nvidia-open-dkms 0:570.124.06-1 x86_64",
+        # NVIDIA's driver rpms carry epoch 3 (nvidia-driver.spec, NVIDIA/yum-packaging-nvidia-driver).
+        "nvidia-driver 3:550.127.08-1 x86_64",
+        "nvidia-driver-cuda 3:535.216.03-1 x86_64",
+        "nvidia-driver-cuda-libs 3:550.127.08-1 x86_64",
+        "nvidia-kmod-common 3:550.127.08-1 x86_64",
+        "kmod-nvidia-open-dkms 3:570.124.06-1 x86_64",
         "nvidia-fabric-manager 0:550.127.08-1 x86_64",
         "cuda-toolkit-12-8 0:12.8.1-1 x86_64",
         "libcudnn9-devel-cuda-12 0:9.5.1.17-1 x86_64",
@@ -482,11 +485,19 @@ def test_dnf_installs_with_package_and_metadata_signatures_checked(
             "libnccl-2.21.5-1+cuda12.4",
             "kmod-nvidia-open-dkms-550.127.08",
         ]
+        # NVIDIA's module metadata: the default stream (latest-dkms) hides the older branches...
+        hidden = run(*dnf, "install", *packages)
+        # ...until the branch's stream is enabled, and another stream cannot simply be enabled over it.
+        enabled = run(*dnf, "module", "enable", "nvidia-driver:550-open")
+        refused = run(*dnf, "module", "enable", "nvidia-driver:570-open")
         proc = run(*dnf, "install", *packages)
     finally:
         # repo_gpgcheck makes dnf start a gpg-agent on its keyring in the install root; stop it.
         for pubring in (tmp_path / "root").glob("var/cache/dnf/*/pubring"):
             run("gpgconf", "--homedir", pubring, "--kill", "gpg-agent")
+    assert hidden.returncode != 0 and "nvidia-driver-cuda-550.127.08" in hidden.stderr
+    assert enabled.returncode == 0, enabled.stderr[-2000:]
+    assert refused.returncode != 0 and "module_stream_switch" in refused.stderr
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert os.readlink(tmp_path / "root/usr/lib64/libcuda.so.1") == "libcuda.so.550.127.08"
 
@@ -523,6 +534,7 @@ def test_content_hash_covers_every_file_of_the_standins_package(
     names = {name for name, _ in mirror.builder_sources()}
     assert {
         "mirror.py",
+        "rpm_modules.py",
         "standins/recipes.py",
         "standins/shell.py",
         "standins/programs/nvidia-smi.sh",

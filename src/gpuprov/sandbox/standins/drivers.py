@@ -141,13 +141,30 @@ def deb_driver_debian(d: DriverRelease) -> list[Package]:
     return [libcuda, libnvidia_ml, smi, persistenced, *modules, driver_cuda]
 
 
+# NVIDIA's rpm driver packages carry epoch 3 and this dependency shape (nvidia-driver.spec in
+# github.com/NVIDIA/yum-packaging-nvidia-driver, commit 015ac1c627ed692871508dab5b5ad9368a1763ec):
+# nvidia-driver requires nvidia-driver-libs and nvidia-kmod-common at its version; nvidia-driver-cuda (with
+# nvidia-smi) requires nvidia-driver-cuda-libs (with libcuda) and nvidia-persistenced. The kernel module
+# packages provide nvidia-kmod. (libnvidia-ml stays in nvidia-driver-libs here; NVIDIA ships it in
+# nvidia-driver-NVML, which nothing the roles install requires.)
+RPM_DRIVER_EPOCH = 3
+
+
 def rpm_driver(d: DriverRelease) -> list[Package]:
     fmt, v = Format.RPM, d.version
-    pkg = functools.partial(package, fmt, v, "1")
-    kmod = Pin("nvidia-kmod", f"{v}-1")  # both kernel module flavours provide it, as NVIDIA's do
+    pkg = functools.partial(package, fmt, v, "1", epoch=RPM_DRIVER_EPOCH)
+    kmod = Pin("nvidia-kmod", f"{RPM_DRIVER_EPOCH}:{v}-1")  # both kernel module flavours provide it
     libs = pkg(
-        "nvidia-driver-libs", "NVIDIA driver libraries (libcuda, libnvidia-ml)", _driver_libraries(d, fmt)
+        "nvidia-driver-libs",
+        "NVIDIA driver libraries (libnvidia-ml)",
+        library(fmt.libdir, "libnvidia-ml", v, soname_version="1", what=f"NVIDIA driver {v}"),
     )
+    cuda_libs = pkg(
+        "nvidia-driver-cuda-libs",
+        "NVIDIA driver CUDA libraries (libcuda)",
+        library(fmt.libdir, "libcuda", v, soname_version="1", what=f"NVIDIA driver {v}"),
+    )
+    kmod_common = pkg("nvidia-kmod-common", "Common file for NVIDIA's proprietary driver kernel modules", [])
     latest = pkg(
         "kmod-nvidia-latest-dkms",
         "NVIDIA kernel modules (proprietary, DKMS)",
@@ -162,7 +179,7 @@ def rpm_driver(d: DriverRelease) -> list[Package]:
         provides=(kmod,),
         conflicts=("kmod-nvidia-latest-dkms",),
     )
-    driver = pkg("nvidia-driver", "NVIDIA driver", [], depends=(exact(libs), (kmod,)))
+    driver = pkg("nvidia-driver", "NVIDIA driver", [], depends=(exact(libs), exact(kmod_common), (kmod,)))
     persistenced = pkg(
         "nvidia-persistenced", "NVIDIA persistence daemon", _persistenced(d), depends=(exact(libs),)
     )
@@ -170,16 +187,21 @@ def rpm_driver(d: DriverRelease) -> list[Package]:
         "nvidia-driver-cuda",
         "NVIDIA driver CUDA support (nvidia-smi)",
         [_nvidia_smi(d)],
-        depends=(exact(driver), exact(libs)),
+        depends=(exact(cuda_libs), exact(persistenced), exact(libs)),
     )
-    cuda_drivers = pkg(
+    cuda_drivers = package(
+        fmt,
+        v,
+        "1",
         "cuda-drivers",
         "CUDA driver metapackage",
         [],
         depends=(exact(driver), exact(smi), exact(libs), exact(persistenced)),
     )
-    fabric = pkg("nvidia-fabric-manager", "NVIDIA fabric manager (NVSwitch systems)", _fabricmanager(d))
-    return [libs, latest, open_, driver, persistenced, smi, cuda_drivers, fabric]
+    fabric = package(
+        fmt, v, "1", "nvidia-fabric-manager", "NVIDIA fabric manager (NVSwitch systems)", _fabricmanager(d)
+    )
+    return [libs, cuda_libs, kmod_common, latest, open_, driver, persistenced, smi, cuda_drivers, fabric]
 
 
 def _driver_libraries(d: DriverRelease, fmt: Format) -> list[Entry]:
