@@ -35,8 +35,10 @@ GROUP = "gpu_nodes"
 _YAML_SUFFIXES = (".yml", ".yaml", ".json")
 _VARS_SUFFIXES = ("", *_YAML_SUFFIXES)  # the files Ansible reads in group_vars/ and host_vars/
 # A host name ends up in file names (fact cache, job logs) and in commands: a DNS name or an address, no
-# '/', no blank, no shell metacharacter.
-_HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}")
+# '/', no leading '.' or '-', no blank, no shell metacharacter. At most 200 characters, for bootstrap and
+# launch alike (no host should bootstrap that cannot then run a job): a job's log is HOST.log, and a file
+# name is at most 255 bytes (NAME_MAX), so the 253 of a full DNS name would not always fit.
+_HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}")
 _ADDRESS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}|\[[0-9A-Fa-f:.%]+\]")
 LOCK_VARIABLE = "gpu_stack"  # kept as written: versions are plain strings, never templates
 
@@ -262,11 +264,16 @@ def _check_limit_terms(limit: str, terms: list[str]) -> None:
         raise BadInput(f"--limit {limit!r}: unbalanced '[' or ']'; a range is written gpu_nodes[0:4]")
 
 
+def is_host_name(text: str) -> bool:
+    """Whether text may name a host in an inventory or a job record (it names files; see _HOST_NAME)."""
+    return _HOST_NAME.fullmatch(text) is not None
+
+
 def _check_host_name(path: Path, name: str) -> None:
-    if not _HOST_NAME.fullmatch(name):
+    if not is_host_name(name):
         raise BadInput(
-            f"{path}: host name {name!r} is not valid: use letters, digits, '.', '-', '_' "
-            "(a DNS name or an address; no '/', blanks or shell characters); "
+            f"{path}: host name {name!r} is not valid: use letters, digits, '.', '-', '_' and ':' "
+            "(at most 200; a DNS name or an address; no '/', blanks or shell characters); "
             "put the address in ansible_host"
         )
 

@@ -247,3 +247,13 @@ def test_sample_inventory() -> None:
     assert gpu01.known_hosts == Path("~/.ssh/known_hosts").expanduser()
     assert "StrictHostKeyChecking=yes" in gpu01.vars["ansible_ssh_common_args"]
     assert "gpu_stack" in gpu01.vars  # the lock, from group_vars/all/gpu_stack.yml
+
+
+def test_host_names_are_capped_at_200_for_bootstrap_and_jobs_alike(tmp_path: Path) -> None:
+    longest, too_long = "n" * 200, "n" * 201
+    assert hosts.is_host_name(longest) and not hosts.is_host_name(too_long)
+    ok = write(tmp_path / "ok.ini", f"[gpu_nodes]\n{longest} ansible_host=192.0.2.10\n")
+    assert hosts.load(ok).names == [longest]
+    refused = write(tmp_path / "long.ini", f"[gpu_nodes]\n{too_long} ansible_host=192.0.2.10\n")
+    assert f"host name '{too_long}' is not valid" in bad(refused)
+    assert len(f"{longest}.log") <= os.pathconf(tmp_path, "PC_NAME_MAX")  # a job's log file can be named
