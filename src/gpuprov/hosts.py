@@ -21,7 +21,7 @@ import re
 import shlex
 import socket
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,9 +35,12 @@ GROUP = "gpu_nodes"
 _YAML_SUFFIXES = (".yml", ".yaml", ".json")
 _VARS_SUFFIXES = ("", *_YAML_SUFFIXES)  # the files Ansible reads in group_vars/ and host_vars/
 # A host name ends up in file names (fact cache, job logs) and in commands: a DNS name or an address, no
-# '/', no blank, no shell metacharacter.
-_HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}")
+# '/', no leading '.' or '-', no blank, no shell metacharacter. At most 200 characters, for bootstrap and
+# launch alike (no host should bootstrap that cannot then run a job): a job's log is HOST.log, and a file
+# name is at most 255 bytes (NAME_MAX), so the 253 of a full DNS name would not always fit.
+_HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}")
 _ADDRESS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}|\[[0-9A-Fa-f:.%]+\]")
+_KNOWN_HOSTS = "known_hosts file"
 LOCK_VARIABLE = "gpu_stack"  # kept as written: versions are plain strings, never templates
 
 # paramiko logs every failed handshake with its traceback (20 lines per host) before raising; the exception
@@ -262,11 +265,16 @@ def _check_limit_terms(limit: str, terms: list[str]) -> None:
         raise BadInput(f"--limit {limit!r}: unbalanced '[' or ']'; a range is written gpu_nodes[0:4]")
 
 
+def is_host_name(text: str) -> bool:
+    """Whether text may name a host in an inventory or a job record (it names files; see _HOST_NAME)."""
+    return _HOST_NAME.fullmatch(text) is not None
+
+
 def _check_host_name(path: Path, name: str) -> None:
-    if not _HOST_NAME.fullmatch(name):
+    if not is_host_name(name):
         raise BadInput(
-            f"{path}: host name {name!r} is not valid: use letters, digits, '.', '-', '_' "
-            "(a DNS name or an address; no '/', blanks or shell characters); "
+            f"{path}: host name {name!r} is not valid: use letters, digits, '.', '-', '_' and ':' "
+            "(at most 200; a DNS name or an address; no '/', blanks or shell characters); "
             "put the address in ansible_host"
         )
 
@@ -512,33 +520,36 @@ def _host(name: str, v: dict[str, Any]) -> Host:
     )
 
 
-def check_ssh_files(inventory: Inventory) -> None:
-    """Every host's SSH key (ansible_ssh_private_key_file) is a readable local file, and its known_hosts
-    file, where there is one, is a file.
+def check_ssh_files(
+    targets: Sequence[Host],
+    where: str,
+    fix: str,
+    key_setting: str = "ansible_ssh_private_key_file",
+    ansible_templates: bool = False,
+) -> None:
+    """Every host's SSH key is a readable local file, and its known_hosts file, where there is one, is a file.
 
-    A wrong path is the inventory's mistake, found before any host is contacted, not an unreachable host.
+    A wrong path is input to fix (exit 2), found before any host is contacted, not an unreachable host.
+    The one line reads "{where}HOST[ and N more host(s)]: SSH key PATH (key_setting) WHAT; {fix}".
+    ansible_templates: a path with '{{' in it is Ansible's to resolve at run time (bootstrap); the launcher
+    reads paths as written, so there it is checked like any other.
     """
     problems: dict[tuple[str, Path], tuple[str, list[str]]] = {}
-    for host in inventory.hosts:
-        for setting, path in (
-            ("ansible_ssh_private_key_file", host.key_file),
-            ("known_hosts file", host.known_hosts),
-        ):
-            if path is None or "{{" in str(path):  # a template is Ansible's to resolve at run time
+    for host in targets:
+        for setting, path in ((key_setting, host.key_file), (_KNOWN_HOSTS, host.known_hosts)):
+            if path is None or (ansible_templates and "{{" in str(path)):
                 continue
             key = (setting, path)
             if key not in problems:
-                what = _unreadable(path, missing_ok=setting == "known_hosts file")
+                what = _unreadable(path, missing_ok=setting == _KNOWN_HOSTS)
                 if what is None:
                     continue
                 problems[key] = (what, [])
             problems[key][1].append(host.name)
     for (setting, path), (what, names) in problems.items():
         others = f" and {len(names) - 1} more host(s)" if len(names) > 1 else ""
-        thing = f"SSH key {path} ({setting})" if setting.startswith("ansible_") else f"{setting} {path}"
-        raise BadInput(
-            f"{inventory.path}: host {names[0]}{others}: {thing} {what}; fix the path in the inventory"
-        )
+        thing = f"{setting} {path}" if setting == _KNOWN_HOSTS else f"SSH key {path} ({setting})"
+        raise BadInput(f"{where}{names[0]}{others}: {thing} {what}; {fix}")
 
 
 def _unreadable(path: Path, missing_ok: bool) -> str | None:

@@ -247,3 +247,42 @@ def test_sample_inventory() -> None:
     assert gpu01.known_hosts == Path("~/.ssh/known_hosts").expanduser()
     assert "StrictHostKeyChecking=yes" in gpu01.vars["ansible_ssh_common_args"]
     assert "gpu_stack" in gpu01.vars  # the lock, from group_vars/all/gpu_stack.yml
+
+
+def test_host_names_are_capped_at_200_for_bootstrap_and_jobs_alike(tmp_path: Path) -> None:
+    longest, too_long = "n" * 200, "n" * 201
+    assert hosts.is_host_name(longest) and not hosts.is_host_name(too_long)
+    ok = write(tmp_path / "ok.ini", f"[gpu_nodes]\n{longest} ansible_host=192.0.2.10\n")
+    assert hosts.load(ok).names == [longest]
+    refused = write(tmp_path / "long.ini", f"[gpu_nodes]\n{too_long} ansible_host=192.0.2.10\n")
+    assert f"host name '{too_long}' is not valid" in bad(refused)
+    assert len(f"{longest}.log") <= os.pathconf(tmp_path, "PC_NAME_MAX")  # a job's log file can be named
+
+
+def ssh_files_refused(targets: list[hosts.Host], key_setting: str = "ansible_ssh_private_key_file") -> str:
+    with pytest.raises(BadInput) as info:
+        hosts.check_ssh_files(targets, where="", fix="fix the path", key_setting=key_setting)
+    return info.value.message
+
+
+def test_check_ssh_files_for_launch_and_job_records(tmp_path: Path) -> None:
+    key, known = write(tmp_path / "id_ed25519", "key\n"), tmp_path / "known_hosts"
+    good = hosts.Host("node1", "192.0.2.10", 22, "u", key, known)  # a known_hosts not there yet is fine
+    hosts.check_ssh_files([good], where="", fix="fix the path")
+    missing = hosts.Host("node2", "192.0.2.11", 22, "u", tmp_path / "gone", known)
+    assert ssh_files_refused(
+        [good, missing], key_setting="ansible_ssh_private_key_file when job J was launched"
+    ) == (
+        f"node2: SSH key {tmp_path / 'gone'} (ansible_ssh_private_key_file when job J was launched) does not "
+        "exist; fix the path"
+    )
+    directory = hosts.Host("node3", "192.0.2.12", 22, "u", key, tmp_path)
+    assert ssh_files_refused([good, directory]) == (
+        f"node3: known_hosts file {tmp_path} is a directory; fix the path"
+    )
+    # The launcher reads a path as written; only bootstrap leaves a template to Ansible.
+    templated = hosts.Host("node4", "192.0.2.13", 22, "u", Path("{{ key_dir }}/id"), known)
+    assert "SSH key {{ key_dir }}/id (ansible_ssh_private_key_file) does not exist" in ssh_files_refused(
+        [templated]
+    )
+    hosts.check_ssh_files([templated], where="", fix="fix the path", ansible_templates=True)

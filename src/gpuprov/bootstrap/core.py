@@ -26,7 +26,12 @@ def run(options: Options) -> dict[str, Any]:
     """Bootstrap the inventory's hosts; returns the summary, or raises GpuprovError with the exit code."""
     extravars = arguments.parse_extra_vars(options.extra_vars)
     inventory = hosts.load(options.inventory, limit=options.limit)
-    hosts.check_ssh_files(inventory)
+    hosts.check_ssh_files(
+        inventory.hosts,
+        where=f"{inventory.path}: host ",
+        fix="fix the path in the inventory",
+        ansible_templates=True,
+    )
     forks = arguments.forks_for(len(inventory.hosts), options.forks)
     if not options.playbook.is_file():
         raise EnvironmentProblem(f"playbook {options.playbook} is missing; reinstall gpuprov")

@@ -25,8 +25,6 @@ from gpuprov.errors import BadInput
 from gpuprov.launch import remote
 
 _ID_RE = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
-# A host's name names its log file (HOST.log): no '/', no leading '.' or '-', nothing a shell would expand.
-_HOST_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$")
 MAX_GRACE_S = 3600.0
 STARTING = "starting"
 RUNNING = "running"
@@ -45,10 +43,6 @@ def jobs_root() -> Path:
 
 def is_job_id(text: str) -> bool:
     return bool(_ID_RE.match(text))
-
-
-def is_host_name(text: str) -> bool:
-    return bool(_HOST_NAME_RE.match(text))
 
 
 def valid_grace(value: float) -> bool:
@@ -118,7 +112,7 @@ class Job:
         return jobs_root() / self.id
 
     def log_path(self, host: str) -> Path:
-        if not is_host_name(host):  # checked where names come in (inventory, record); never a path part
+        if not hosts.is_host_name(host):  # checked where names come in (inventory, record); never a path part
             raise ValueError(f"not a host name: {host!r}")
         return self.local_dir / f"{host}.log"
 
@@ -228,7 +222,7 @@ _FIELD_CHECKS: dict[str, tuple[Any, str]] = {
 }
 _HOST_CHECKS: dict[str, tuple[Any, str]] = {
     "name": (
-        lambda v: _is_str(v) and is_host_name(v),
+        lambda v: _is_str(v) and hosts.is_host_name(v),
         "is not a host name (letters, digits, '.', '-', '_', ':')",
     ),
     "address": (lambda v: _is_str(v) and bool(v), "is not an address"),

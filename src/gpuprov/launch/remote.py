@@ -11,7 +11,7 @@ from typing import TypeVar
 import paramiko
 
 from gpuprov import hosts
-from gpuprov.errors import BadInput, GpuprovError
+from gpuprov.errors import GpuprovError
 from gpuprov.launch.agent import EVENT_PREFIX
 
 JOBS_DIR = ".gpuprov/jobs"  # on each host, relative to the user's home
@@ -66,15 +66,6 @@ def agent_command(python: str, job_dir: str, *args: str) -> str:
 def log_command(job_dir: str) -> str:
     """Print the job's log on the host, then the end event the log streams wait for."""
     return f"cat {home_path(f'{job_dir}/job.log')}; echo {shlex.quote(EVENT_PREFIX + 'exit 0')} >&2"
-
-
-def check_key_files(targets: Sequence[hosts.Host], source: str) -> None:
-    """A key file that is not there is input to fix (exit 2), not an unreachable host; say which file."""
-    for host in targets:
-        key = host.key_file
-        if key is not None and not key.is_file():
-            what = "is a directory" if key.is_dir() else "does not exist"
-            raise BadInput(f"{host.name}: SSH key {key} ({source}) {what}; fix the path")
 
 
 def on_all(items: Sequence[H], fn: Callable[[H], T]) -> list[T]:

@@ -105,7 +105,7 @@ def plan(opts: LaunchOptions) -> Plan:
     selected = selection.select(inventory, opts.nodes, opts.hosts)
     master_addr = selection.master_address(selected[0], len(selected))
     templates = {host.name: _template_for(opts, host) for host in selected}
-    remote.check_key_files(selected, "ansible_ssh_private_key_file")
+    hosts.check_ssh_files(selected, where="", fix="fix the path")
     payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
     console.step(f"Preflight on {len(selected)} host(s): {', '.join(h.name for h in selected)}")
     try:
@@ -476,8 +476,11 @@ def _connect_all(job: jobs.Job) -> tuple[dict[str, paramiko.SSHClient], dict[str
 
     Input to fix (a key file that is not there, an unreadable known_hosts) raises BadInput instead.
     """
-    remote.check_key_files(
-        [h.to_host() for h in job.hosts], f"ansible_ssh_private_key_file when job {job.id} was launched"
+    hosts.check_ssh_files(
+        [h.to_host() for h in job.hosts],
+        where="",
+        fix="fix the path",
+        key_setting=f"ansible_ssh_private_key_file when job {job.id} was launched",
     )
 
     def one(h: jobs.JobHost) -> tuple[str, paramiko.SSHClient | None, GpuprovError | None]:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from gpuprov import hosts
 from gpuprov.errors import BadInput
-from gpuprov.launch import jobs
 
 INVENTORY_ENV = "GPUPROV_INVENTORY"
 DEFAULT_INVENTORY = Path("inventory.ini")
@@ -31,16 +30,8 @@ def inventory_path(given: Path | None) -> Path:
 
 def select(inventory: hosts.Inventory, nodes: int | None, names: tuple[str, ...]) -> list[hosts.Host]:
     """--hosts H1,H2 in that order, or the first --nodes N hosts, or every host. The first is the master."""
-    selected = _select(inventory, nodes, names)
-    for host in selected:
-        # A job's host names become its log files' names (HOST.log): nothing that climbs out of its directory.
-        if not jobs.is_host_name(host.name):
-            raise BadInput(
-                f"{inventory.path}: host name {host.name!r} cannot be used for a job (gpuprov names the "
-                "host's log file after it): use letters, digits, '.', '-', '_' and ':', and put the address "
-                "in ansible_host"
-            )
-    return selected
+    # A job's host names become its log files' names (HOST.log): hosts.load has refused any that could not.
+    return _select(inventory, nodes, names)
 
 
 def _select(inventory: hosts.Inventory, nodes: int | None, names: tuple[str, ...]) -> list[hosts.Host]:

@@ -146,22 +146,23 @@ def existing_nodes(sandbox: str) -> list[Node]:
     return sorted(nodes, key=lambda n: n.index)
 
 
-def _owner(kind: str, object_name: str) -> str | None:
-    """The sandbox label of a docker object, "" for a foreign one, None when there is none."""
+def _label(kind: str, object_name: str, label: str) -> str | None:
+    """A label of a docker object: "" when the object has no such label, None when there is no object."""
     data = docker.inspect(kind, object_name)
     if data is None:
         return None
     labels = (data.get("Config") or data).get("Labels") or {}
-    return str(labels.get(LABEL, ""))
+    return str(labels.get(label, ""))
+
+
+def _owner(kind: str, object_name: str) -> str | None:
+    """The sandbox label of a docker object, "" for a foreign one, None when there is none."""
+    return _label(kind, object_name, LABEL)
 
 
 def _state_of(kind: str, object_name: str) -> str | None:
     """The state dir a docker object of a sandbox was made from; "" when it has no such label."""
-    data = docker.inspect(kind, object_name)
-    if data is None:
-        return None
-    labels = (data.get("Config") or data).get("Labels") or {}
-    return str(labels.get(STATE_LABEL, ""))
+    return _label(kind, object_name, STATE_LABEL)
 
 
 def _refuse_other_state_dir(sandbox: str, current: list[Node], files: SandboxFiles) -> None:

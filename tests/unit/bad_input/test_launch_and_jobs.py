@@ -482,6 +482,13 @@ def test_missing_ssh_key_in_the_inventory(work: Path) -> None:
     assert f"SSH key {work}/.ssh/nonexistent_key" in line
 
 
+def test_known_hosts_that_is_a_directory_in_the_inventory(work: Path) -> None:
+    with (work / "inventory.ini").open("a") as f:
+        f.write(f"[gpu_nodes:vars]\ngpuprov_known_hosts_file={work}\n")
+    line = one_error(gpuprov("launch", "train.py", cwd=work), 2)
+    assert f"known_hosts file {work} is a directory" in line
+
+
 def test_jobs_lists_a_job_whose_key_file_is_missing(work: Path) -> None:
     write_record(work, hosts=[host_record(key_file=str(work / "gone_key"))])
     proc = gpuprov("jobs", cwd=work)
