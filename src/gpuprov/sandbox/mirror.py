@@ -377,9 +377,12 @@ def _build_deb(package: Package, staging: Path, out_dir: Path) -> Path:
     conffiles = [e.path for e in package.entries if e.path.startswith("/etc/")]
     if conffiles:
         (control_dir / "conffiles").write_text("".join(f"{path}\n" for path in conffiles))
+    scripts = {"postinst": package.postinst, "postrm": ""}
     if package.runs_ldconfig:
-        for script in ("postinst", "postrm"):
-            (control_dir / script).write_text(_DEB_LDCONFIG)
+        scripts = {name: (text or "#!/bin/sh\n") + _DEB_LDCONFIG for name, text in scripts.items()}
+    for script, text in scripts.items():
+        if text:
+            (control_dir / script).write_text(text)
             (control_dir / script).chmod(0o755)
     version = package.evr.split(":", 1)[-1]  # .deb file names leave out the epoch
     deb = out_dir / f"{package.name}_{version}_amd64.deb"
@@ -388,7 +391,6 @@ def _build_deb(package: Package, staging: Path, out_dir: Path) -> Path:
 
 
 _DEB_LDCONFIG = """\
-#!/bin/sh
 # The stand-in installs (code-free) shared libraries: refresh the linker cache where the host has one.
 command -v ldconfig >/dev/null && ldconfig || true
 """
@@ -407,7 +409,8 @@ def deb_control(package: Package, installed_kib: int) -> str:
         "Maintainer": MAINTAINER,
         "Installed-Size": str(installed_kib),
         "Depends": ", ".join(
-            " | ".join(f"{p.name} (= {p.evr})" for p in alternatives) for alternatives in package.depends
+            " | ".join(f"{p.name} (= {p.evr})" if p.evr else p.name for p in alternatives)
+            for alternatives in package.depends
         ),
         "Provides": ", ".join([*(f"{p.name} (= {p.evr})" for p in package.provides), *group]),
         "Conflicts": ", ".join([*package.conflicts, *group]),

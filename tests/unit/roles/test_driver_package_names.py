@@ -86,32 +86,51 @@ def test_debian_12_gets_debian_names_of_the_whole_tree(flavor: str) -> None:
 
 
 @pytest.mark.parametrize("flavor", ["open", "proprietary"])
-def test_ubuntu_keeps_the_per_branch_names(flavor: str) -> None:
+def test_ubuntu_gets_the_headless_set_not_the_desktop_driver(flavor: str) -> None:
     v = role_vars("Debian.yml", "Ubuntu-22.yml", **settings(flavor))
     tail = "-open" if flavor == "open" else ""
     names = v["__nvidia_driver_apt_packages"]
     assert names == [
-        f"nvidia-driver-550{tail}",
+        f"nvidia-headless-550{tail}",
+        f"nvidia-headless-no-dkms-550{tail}",
         f"nvidia-dkms-550{tail}",
+        f"nvidia-kernel-source-550{tail}",
+        "nvidia-kernel-common-550",
         "nvidia-utils-550",
         "libnvidia-compute-550",
         "nvidia-compute-utils-550",
+        "libnvidia-cfg1-550",
     ]
     debs = standin_debs()
     assert isinstance(names, list) and set(names) <= debs.keys()
-    assert set(names) == dependency_tree(names[:1], debs)
+    # The headless metapackage's whole tree, and nvidia-smi's package, which it leaves out.
+    assert set(names) == dependency_tree([names[0], "nvidia-utils-550"], debs)
+    assert "xserver-xorg-video-nvidia-550" not in dependency_tree(names, debs)
     assert v["__nvidia_driver_fabricmanager_package"] == "nvidia-fabricmanager-550"
+
+
+def test_the_desktop_driver_would_pull_the_x_server_driver() -> None:
+    """Why the role takes the headless set: nvidia-driver-<b> depends on the desktop stack at its version."""
+    tree = dependency_tree(["nvidia-driver-550-open"], standin_debs())
+    assert {"xserver-xorg-video-nvidia-550", "libnvidia-gl-550", "nvidia-utils-550"} <= tree
+
+
+def test_fabric_manager_drops_the_branch_from_its_name_at_r580() -> None:
+    names = {
+        branch: role_vars(
+            "Debian.yml", "Ubuntu-22.yml", **{**settings("open"), "nvidia_driver_branch": branch}
+        )["__nvidia_driver_fabricmanager_package"]
+        for branch in ("570", "580")
+    }
+    assert names == {"570": "nvidia-fabricmanager-570", "580": "nvidia-fabricmanager"}
 
 
 def test_ubuntu_source_takes_ubuntus_server_builds() -> None:
     v = role_vars("Debian.yml", "Ubuntu-22.yml", **settings("open", source="ubuntu"))
-    assert v["__nvidia_driver_apt_packages"] == [
-        "nvidia-driver-550-server-open",
-        "nvidia-dkms-550-server-open",
-        "nvidia-utils-550-server",
-        "libnvidia-compute-550-server",
-        "nvidia-compute-utils-550-server",
-    ]
+    names = v["__nvidia_driver_apt_packages"]
+    assert isinstance(names, list)
+    assert names[:2] == ["nvidia-headless-550-server-open", "nvidia-headless-no-dkms-550-server-open"]
+    assert all("-550-server" in name for name in names)
 
 
 def test_the_version_pin_covers_every_driver_package() -> None:

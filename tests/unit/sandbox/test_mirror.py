@@ -192,11 +192,18 @@ def test_packages_list_nvidia_names_at_exact_versions(built: MirrorContent) -> N
     assert versions["datacenter-gpu-manager"] == {"1:3.3.9"}
     assert versions["nvidia-container-toolkit"] == {"1.17.3-1"}
     assert {f"cuda-toolkit-12-{m}" for m in (2, 4, 6, 8)} <= versions.keys()
-    driver = next(p for p in packages if p["Package"] == "nvidia-driver-550")
-    assert driver["Depends"] == (
-        "nvidia-utils-550 (= 550.127.08-1), libnvidia-compute-550 (= 550.127.08-1), "
-        "nvidia-compute-utils-550 (= 550.127.08-1), nvidia-dkms-550 (= 550.127.08-1)"
+    # Ubuntu's shape (canonical/nvidia-graphics-drivers, debian/templates/control.in): the headless
+    # metapackage names its two parts without a version, they pin the rest at theirs.
+    headless = next(p for p in packages if p["Package"] == "nvidia-headless-550-open")
+    assert headless["Depends"] == "nvidia-headless-no-dkms-550-open, nvidia-dkms-550-open"
+    no_dkms = next(p for p in packages if p["Package"] == "nvidia-headless-no-dkms-550-open")
+    assert no_dkms["Depends"] == (
+        "nvidia-kernel-common-550 (= 550.127.08-1), nvidia-kernel-source-550-open (= 550.127.08-1), "
+        "libnvidia-compute-550 (= 550.127.08-1), nvidia-compute-utils-550 (= 550.127.08-1), "
+        "libnvidia-cfg1-550 (= 550.127.08-1)"
     )
+    driver = next(p for p in packages if p["Package"] == "nvidia-driver-550")
+    assert "xserver-xorg-video-nvidia-550 (= 550.127.08-1)" in driver["Depends"]
     # NVIDIA's debian12 names: one name for every branch, each branch a version of it.
     branches = {"535.216.03-1", "550.127.08-1", "570.124.06-1"}
     for name in DEBIAN_DRIVER_NAMES:
@@ -225,17 +232,20 @@ def test_apt_installs_from_the_flat_repository_over_http(
     assert update.returncode == 0, update.stderr
     assert "W:" not in update.stderr and "E:" not in update.stderr, update.stderr
 
-    simulated = run("apt-get", *options, "-s", "install", "nvidia-driver-550=550.127.08-1")
+    simulated = run("apt-get", *options, "-s", "install", "nvidia-headless-550-open=550.127.08-1")
     assert simulated.returncode == 0, simulated.stderr
     installed = set(re.findall(r"^Inst (\S+) \((\S+) NVIDIA CUDA:debian12", simulated.stdout, re.MULTILINE))
     assert installed == {
         (name, "550.127.08-1")
         for name in (
-            "nvidia-driver-550",
-            "nvidia-utils-550",
+            "nvidia-headless-550-open",
+            "nvidia-headless-no-dkms-550-open",
+            "nvidia-dkms-550-open",
+            "nvidia-kernel-source-550-open",
+            "nvidia-kernel-common-550",
             "libnvidia-compute-550",
             "nvidia-compute-utils-550",
-            "nvidia-dkms-550",
+            "libnvidia-cfg1-550",
         )
     }
     nccl = run("apt-cache", *options, "madison", "libnccl2").stdout

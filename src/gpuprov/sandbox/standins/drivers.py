@@ -11,8 +11,21 @@ from gpuprov.sandbox.standins.shell import GPUS_CONF, program
 
 
 def deb_driver(d: DriverRelease) -> list[Package]:
+    """The driver with the names and dependency shape of Ubuntu's packaging, which NVIDIA's ubuntu*
+    repositories carry: canonical/nvidia-graphics-drivers, debian/templates/control.in (branches 535-580).
+
+    nvidia-driver-<b> is the desktop driver (GL, X server driver, video codecs); nvidia-headless-<b> the
+    compute-only one, depending without a version on nvidia-headless-no-dkms-<b> and nvidia-dkms-<b>, which
+    pin the rest at their exact version. The real nvidia-dkms-<b> also depends on dkms, and the proprietary
+    one and nvidia-kernel-common-<b> on nvidia-firmware-<b>-<version>: left out here (dkms would pull
+    Debian's real dkms and its compilers into the sandbox's containers; the firmware is named by version).
+    nvidia-compute-utils-<b> ships Ubuntu's nvidia-persistenced unit and creates the daemon's user.
+    """
     fmt, b = Format.DEB, d.branch
     pkg = functools.partial(package, fmt, d.version, "1")
+
+    def empty(name: str, summary: str, *depends: Package, group: str = "") -> Package:
+        return pkg(name, summary, [], depends=tuple(exact(p) for p in depends), exclusive_group=group)
 
     compute = pkg(
         f"libnvidia-compute-{b}",
@@ -24,48 +37,90 @@ def deb_driver(d: DriverRelease) -> list[Package]:
         f"nvidia-utils-{b}",
         "NVIDIA driver support binaries (nvidia-smi)",
         [_nvidia_smi(d)],
-        depends=(exact(compute),),
         exclusive_group="nvidia-utils",
     )
     compute_utils = pkg(
         f"nvidia-compute-utils-{b}",
         "NVIDIA compute utilities (nvidia-persistenced)",
-        _persistenced(d),
-        depends=(exact(compute),),
+        _ubuntu_persistenced(d),
+        depends=((Pin(compute.name, ""),),),
         exclusive_group="nvidia-compute-utils",
+        postinst=_UBUNTU_PERSISTENCED_USER,
     )
-    dkms = pkg(
-        f"nvidia-dkms-{b}",
-        "NVIDIA DKMS package (proprietary kernel modules)",
-        [],
-        exclusive_group="nvidia-dkms-kernel",
+    cfg1 = empty(
+        f"libnvidia-cfg1-{b}", "NVIDIA binary OpenGL/GLX configuration library", group="libnvidia-cfg1-any"
     )
-    dkms_open = pkg(
-        f"nvidia-dkms-{b}-open",
-        "NVIDIA DKMS package (open kernel modules)",
-        [],
-        exclusive_group="nvidia-dkms-kernel",
+    common = empty(
+        f"nvidia-kernel-common-{b}", "Shared files used with the kernel module", group="nvidia-kernel-common"
     )
-    common = (exact(utils), exact(compute), exact(compute_utils))
-    driver = pkg(
-        f"nvidia-driver-{b}",
-        "NVIDIA driver metapackage",
-        [],
-        depends=(*common, exact(dkms)),
-        exclusive_group="nvidia-driver",
+    sources = {
+        flavour: empty(
+            f"nvidia-kernel-source-{b}{flavour}", "NVIDIA kernel source package", group="nvidia-kernel-source"
+        )
+        for flavour in ("", "-open")
+    }
+    dkms = {
+        flavour: empty(
+            f"nvidia-dkms-{b}{flavour}",
+            f"NVIDIA DKMS package ({'open' if flavour else 'proprietary'} kernel modules)",
+            sources[flavour],
+            common,
+            group="nvidia-dkms-kernel",
+        )
+        for flavour in ("", "-open")
+    }
+    no_dkms = {
+        flavour: empty(
+            f"nvidia-headless-no-dkms-{b}{flavour}",
+            "NVIDIA headless metapackage - no DKMS",
+            common,
+            sources[flavour],
+            compute,
+            compute_utils,
+            cfg1,
+        )
+        for flavour in ("", "-open")
+    }
+    headless = [
+        pkg(
+            f"nvidia-headless-{b}{flavour}",
+            "NVIDIA headless metapackage",
+            [],
+            depends=((Pin(no_dkms[flavour].name, ""),), (Pin(dkms[flavour].name, ""),)),
+            exclusive_group="nvidia-headless",
+        )
+        for flavour in ("", "-open")
+    ]
+    # The desktop stack nvidia-driver-<b> adds: empty packages with the real names and dependencies.
+    gl = empty(
+        f"libnvidia-gl-{b}", "NVIDIA OpenGL/GLX/EGL/GLES GLVND libraries and Vulkan ICD", group="libnvidia-gl"
     )
-    driver_open = pkg(
-        f"nvidia-driver-{b}-open",
-        "NVIDIA driver (open kernel modules) metapackage",
-        [],
-        depends=(*common, exact(dkms_open)),
-        exclusive_group="nvidia-driver",
+    extra = empty(f"libnvidia-extra-{b}", "Extra libraries for the NVIDIA driver", group="libnvidia-extra")
+    decode = empty(
+        f"libnvidia-decode-{b}", "NVIDIA Video Decoding runtime libraries", compute, group="libnvidia-decode"
     )
+    encode = empty(f"libnvidia-encode-{b}", "NVENC Video Encoding runtime library", group="libnvidia-encode")
+    fbc1 = empty(f"libnvidia-fbc1-{b}", "NVIDIA OpenGL-based Framebuffer Capture runtime library")
+    xserver = empty(
+        f"xserver-xorg-video-nvidia-{b}", "NVIDIA binary Xorg driver", cfg1, group="nvidia-driver-binary"
+    )
+    desktop = (gl, common, compute, extra, compute_utils, decode, encode, utils, xserver, cfg1, fbc1)
+    drivers = [
+        empty(
+            f"nvidia-driver-{b}{flavour}",
+            "NVIDIA driver metapackage",
+            *desktop,
+            dkms[flavour],
+            sources[flavour],
+            group="nvidia-driver",
+        )
+        for flavour in ("", "-open")
+    ]
     cuda_drivers = pkg(
         f"cuda-drivers-{b}",
         "CUDA driver metapackage",
         [],
-        depends=(exact(driver) + exact(driver_open),),
+        depends=(exact(drivers[0]) + exact(drivers[1]),),
         exclusive_group="cuda-drivers",
     )
     fabric = pkg(
@@ -74,7 +129,26 @@ def deb_driver(d: DriverRelease) -> list[Package]:
         _fabricmanager(d),
         exclusive_group="nvidia-fabricmanager",
     )
-    return [compute, utils, compute_utils, dkms, dkms_open, driver, driver_open, cuda_drivers, fabric]
+    return [
+        compute,
+        utils,
+        compute_utils,
+        cfg1,
+        common,
+        *sources.values(),
+        *dkms.values(),
+        *no_dkms.values(),
+        *headless,
+        gl,
+        extra,
+        decode,
+        encode,
+        fbc1,
+        xserver,
+        *drivers,
+        cuda_drivers,
+        fabric,
+    ]
 
 
 def deb_driver_debian(d: DriverRelease) -> list[Package]:
@@ -225,11 +299,55 @@ def _nvidia_smi(d: DriverRelease) -> File:
 
 def _persistenced(d: DriverRelease) -> list[Entry]:
     daemon = program("nvidia-persistenced.sh", VERSION=d.version, CONF=GPUS_CONF)
-    service = unit("NVIDIA Persistence Daemon", "/usr/bin/nvidia-persistenced --verbose")
+    service = unit(
+        "NVIDIA Persistence Daemon", "/usr/bin/nvidia-persistenced --verbose", service_type="forking"
+    )
     return [
         File("/usr/bin/nvidia-persistenced", daemon, 0o755),
         File("/usr/lib/systemd/system/nvidia-persistenced.service", service.encode()),
     ]
+
+
+def _ubuntu_persistenced(d: DriverRelease) -> list[Entry]:
+    """Ubuntu's nvidia-compute-utils-<b>: the daemon and Ubuntu's own unit, word for word."""
+    daemon = program("nvidia-persistenced.sh", VERSION=d.version, CONF=GPUS_CONF)
+    return [
+        File("/usr/bin/nvidia-persistenced", daemon, 0o755),
+        File("/lib/systemd/system/nvidia-persistenced.service", UBUNTU_PERSISTENCED_UNIT.encode()),
+    ]
+
+
+# Ubuntu's unit: canonical/nvidia-graphics-drivers, debian/templates/
+# nvidia-compute-utils-flavour.nvidia-persistenced.service.in, the same on branches 535-server-jammy,
+# 550-jammy, 550-server-jammy, 570-server-noble and 580-server-noble. Static (no [Install] section),
+# StopWhenUnneeded, and persistence mode off; Ubuntu's udev rules (debian/71-nvidia.rules) start it when
+# the nvidia module loads. tests/recorded/ubuntu-nvidia-persistenced.service keeps a copy.
+UBUNTU_PERSISTENCED_UNIT = """\
+[Unit]
+Description=NVIDIA Persistence Daemon
+Wants=syslog.target
+StopWhenUnneeded=true
+Before=systemd-backlight@backlight:nvidia_0.service
+
+[Service]
+Type=forking
+ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose
+ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
+
+"""
+
+# Ubuntu's postinst (debian/templates/nvidia-compute-utils-flavour.postinst.in) creates the daemon's user
+# with `adduser --system --no-create-home --home /nonexistent --gecos 'NVIDIA Persistence Daemon' --group`;
+# the stand-in does the same with useradd/groupadd, which every Debian host has (adduser is not in minbase).
+_UBUNTU_PERSISTENCED_USER = """\
+#!/bin/sh
+set -e
+if [ "$1" = configure ] && ! id nvidia-persistenced >/dev/null 2>&1; then
+    groupadd --system nvidia-persistenced
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \\
+        --gid nvidia-persistenced --comment 'NVIDIA Persistence Daemon' nvidia-persistenced
+fi
+"""
 
 
 def _fabricmanager(d: DriverRelease) -> list[Entry]:

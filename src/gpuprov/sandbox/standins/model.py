@@ -33,7 +33,8 @@ Entry = File | Link
 
 @dataclass(frozen=True)
 class Pin:
-    """A dependency on exactly one version of another stand-in (or of a virtual name stand-ins provide)."""
+    """A dependency on exactly one version of another stand-in (or of a virtual name stand-ins provide);
+    an empty evr depends on the name at any version (apt only), as some of NVIDIA's packages do."""
 
     name: str
     evr: str
@@ -55,6 +56,8 @@ class Package:
     # Packages of one group cannot be installed together (branches of the driver, open and proprietary
     # kernel modules): apt gets Provides, Conflicts and Replaces on the group name, so switching works.
     exclusive_group: str = ""
+    # A deb postinst script of the real package's, reproduced (ldconfig is added where libraries are).
+    postinst: str = ""
 
     @property
     def evr(self) -> str:

@@ -19,6 +19,7 @@ def package(
     provides: tuple[Pin, ...] = (),
     conflicts: tuple[str, ...] = (),
     exclusive_group: str = "",
+    postinst: str = "",
 ) -> Package:
     """A Package with the STANDIN note that every stand-in carries."""
     note = File(f"/usr/share/doc/{name}/STANDIN", _standin_note(name, version).encode())
@@ -34,6 +35,7 @@ def package(
         provides=provides,
         conflicts=conflicts,
         exclusive_group=exclusive_group,
+        postinst=postinst,
     )
 
 
@@ -60,13 +62,14 @@ def library(
     return entries
 
 
-def unit(description: str, exec_start: str, after: str = "") -> str:
-    # Type=simple: the stand-in daemons stay in the foreground (the real ones fork).
+def unit(description: str, exec_start: str, after: str = "", service_type: str = "simple") -> str:
+    # Type=simple where the stand-in daemon stays in the foreground; nvidia-persistenced forks, as the real
+    # one does (NVIDIA/nvidia-persistenced, init/systemd/nvidia-persistenced.service.template: Type=forking).
     after_line = f"After={after}\n" if after else ""
     return (
         f"# gpuprov sandbox stand-in for NVIDIA's unit of the same name\n"
         f"[Unit]\nDescription={description} (gpuprov sandbox stand-in)\n{after_line}\n"
-        f"[Service]\nType=simple\nExecStart={exec_start}\n\n"
+        f"[Service]\nType={service_type}\nExecStart={exec_start}\n\n"
         "[Install]\nWantedBy=multi-user.target\n"
     )
 

@@ -1,0 +1,86 @@
+"""The nvidia_driver role's nouveau blacklist converges: the initramfs is rebuilt on every run until one
+rebuild succeeded (then never again for the same blacklist), also when the run that wrote the blacklist
+failed. Runs tasks/nouveau.yml on localhost with the blacklist, the stamp and the rebuild tool moved into a
+temporary directory; the rebuild tool is a script that counts its calls and fails when told to."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from gpuprov import resources
+
+BIN = Path(sys.executable).parent
+
+
+def run_nouveau(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    playbook = tmp_path / "nouveau.yml"
+    playbook.write_text(
+        "- hosts: localhost\n"
+        "  gather_facts: false\n"
+        "  tasks:\n"
+        "    - ansible.builtin.include_role:\n"
+        "        name: nvidia_driver\n"
+        "        tasks_from: nouveau.yml\n"
+    )
+    tool = tmp_path / "update-initramfs"
+    extra = {
+        "__nvidia_driver_nouveau_blacklist": str(tmp_path / "modprobe.d" / "blacklist-nouveau.conf"),
+        "__nvidia_driver_initramfs_stamp": str(tmp_path / "state" / "initramfs-nouveau-blacklist"),
+        "__nvidia_driver_initramfs_tools": [{"path": str(tool), "command": [str(tool)]}],
+        "ansible_python_interpreter": sys.executable,
+    }
+    (tmp_path / "modprobe.d").mkdir(exist_ok=True)
+    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(resources.data_dir("roles")), "ANSIBLE_NOCOLOR": "1"}
+    command = [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)]
+    return subprocess.run(
+        [*command, "-e", json.dumps(extra)], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def make_tool(tmp_path: Path, exit_code: int) -> None:
+    tool = tmp_path / "update-initramfs"
+    tool.write_text(f"#!/bin/sh\necho run >> {tmp_path / 'calls'}\nexit {exit_code}\n")
+    tool.chmod(0o755)
+
+
+def calls(tmp_path: Path) -> int:
+    path = tmp_path / "calls"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def changed(proc: subprocess.CompletedProcess[str]) -> int:
+    recap = proc.stdout[proc.stdout.rindex("PLAY RECAP") :]
+    return int(recap.split("changed=")[1].split()[0])
+
+
+def test_a_failed_rebuild_is_retried_until_it_succeeds_then_never_again(tmp_path: Path) -> None:
+    make_tool(tmp_path, exit_code=1)
+    first = run_nouveau(tmp_path)
+    assert first.returncode != 0, first.stdout[-2000:]
+    assert (tmp_path / "modprobe.d" / "blacklist-nouveau.conf").exists()
+    assert not (tmp_path / "state" / "initramfs-nouveau-blacklist").exists()
+    assert calls(tmp_path) == 1
+
+    make_tool(tmp_path, exit_code=0)
+    second = run_nouveau(tmp_path)  # blacklist unchanged, rebuild still owed
+    assert second.returncode == 0, second.stdout[-2000:]
+    assert calls(tmp_path) == 2
+
+    third = run_nouveau(tmp_path)
+    assert third.returncode == 0, third.stdout[-2000:]
+    assert calls(tmp_path) == 2
+    assert changed(third) == 0
+
+
+def test_a_changed_blacklist_is_rebuilt_again(tmp_path: Path) -> None:
+    make_tool(tmp_path, exit_code=0)
+    assert run_nouveau(tmp_path).returncode == 0
+    assert calls(tmp_path) == 1
+    (tmp_path / "modprobe.d" / "blacklist-nouveau.conf").write_text("blacklist nouveau\n")
+    repaired = run_nouveau(tmp_path)
+    assert repaired.returncode == 0, repaired.stdout[-2000:]
+    assert calls(tmp_path) == 2
