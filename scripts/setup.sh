@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HOST_PACKAGES=(docker.io debootstrap createrepo-c rpm apt-utils gnupg openssh-client ca-certificates dnf python3-dnf)
+HOST_PACKAGES=(docker.io debootstrap createrepo-c rpm apt-utils gnupg openssh-client ca-certificates dnf python3-dnf shellcheck)
 
 missing_packages() {
   local pkg

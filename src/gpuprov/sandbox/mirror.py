@@ -11,8 +11,9 @@ HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points
     conda/Miniforge3-*.sh                                             stand-in Miniforge installer (+ .sha256)
 
 The packages are the stand-ins of gpuprov.sandbox.standins. A build happens only when the content hash
-(catalogue, this builder's source, wheel spec) has no finished directory yet; it is made in a temporary
-directory next to the final one and renamed into place, so an interrupted build leaves nothing half-made.
+(catalogue, this builder's source, every file of the stand-ins package, wheel spec) has no finished
+directory yet; it is made in a temporary directory next to the final one and renamed into place, so an
+interrupted build leaves nothing half-made.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ ARCH_DIR = "x86_64"
 KEY_FILE = "keys/gpuprov-sandbox.asc"
 KEY_UID = "gpuprov sandbox mirror (stand-in for NVIDIA CUDA repository)"
 MAINTAINER = "gpuprov sandbox <sandbox@gpuprov.invalid>"
+# Everything in the stand-ins package shapes the packages, so the content hash covers all of it.
+STANDINS_DIR = Path(standins.__file__).parent
 KEEP_MIRRORS = 2  # the newest ones, so a sandbox still serving the previous build keeps its files
 
 # Release fields of the apt repositories: Origin and Label are NVIDIA's, so the pin files NVIDIA
@@ -133,13 +136,24 @@ def ensure_content(
 
 
 def content_hash(catalogue: Catalogue, wheels: WheelSpec | None) -> str:
-    """First 12 hex of sha256 over the catalogue, the builder's source and the wheel spec."""
+    """First 12 hex of sha256 over the catalogue, builder_sources() and the wheel spec."""
     digest = hashlib.sha256()
     digest.update(repr(catalogue).encode())
     digest.update(repr(wheels).encode())
-    for module_file in (__file__, standins.__file__):
-        digest.update(Path(module_file).read_bytes())
+    for name, source in builder_sources():
+        content = source.read_bytes()
+        digest.update(f"{name}\0{len(content)}\0".encode())
+        digest.update(content)
     return digest.hexdigest()[:12]
+
+
+def builder_sources() -> list[tuple[str, Path]]:
+    """This module and every file of the stand-ins package (its modules, the programs they install)."""
+    files = sorted(p for p in STANDINS_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return [
+        ("mirror.py", Path(__file__)),
+        *((f"standins/{p.relative_to(STANDINS_DIR).as_posix()}", p) for p in files),
+    ]
 
 
 def _reuse(root: Path) -> MirrorContent:

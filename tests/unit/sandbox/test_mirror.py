@@ -517,6 +517,33 @@ def test_content_hash_follows_catalogue_and_wheel_spec() -> None:
     assert mirror.content_hash(CATALOGUE, None) != base
 
 
+def test_content_hash_covers_every_file_of_the_standins_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = {name for name, _ in mirror.builder_sources()}
+    assert {
+        "mirror.py",
+        "standins/recipes.py",
+        "standins/shell.py",
+        "standins/programs/nvidia-smi.sh",
+    } <= names
+    package_files = {
+        f"standins/{p.relative_to(mirror.STANDINS_DIR).as_posix()}"
+        for p in mirror.STANDINS_DIR.rglob("*")
+        if p.suffix in (".py", ".sh")
+    }
+    assert package_files <= names
+
+    copy = tmp_path / "standins"
+    shutil.copytree(mirror.STANDINS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    base = mirror.content_hash(CATALOGUE, None)
+    monkeypatch.setattr(mirror, "STANDINS_DIR", copy)
+    assert mirror.content_hash(CATALOGUE, None) == base  # the same files elsewhere: the same hash
+    program = copy / "programs" / "nv-hostengine.sh"
+    program.write_bytes(program.read_bytes() + b"# changed\n")
+    assert mirror.content_hash(CATALOGUE, None) != base
+
+
 def _cache_with_key(cache: Path, tmp_path: Path) -> Path:
     """A fresh cache that reuses the module's signing key (generating one costs a few seconds)."""
     shutil.copytree(cache / "mirror-key", tmp_path / "mirror-key")

@@ -1,0 +1,212 @@
+#!/bin/sh
+# gpuprov sandbox stand-in for NVIDIA's nvidia-smi from driver @VERSION@: a shell script, no NVIDIA code.
+# Like the real tool on a host without a GPU it prints "No devices were found" and exits 6, unless
+# @CONF@ (or the file named by $GPUPROV_STANDIN_GPUS_CONF) describes simulated GPUs, e.g.
+#   GPU_COUNT=2
+#   GPU_NAME="NVIDIA H100 80GB HBM3"
+#   MEMORY_MIB=81559
+# Then it answers the summary table, -L, --query-gpu=...,--format=csv[,noheader][,nounits], -i and -pm.
+DRIVER_VERSION="@VERSION@"
+CUDA_VERSION="@CUDA@"
+PM_STATE=/run/gpuprov-standin/persistence-mode
+. ./gpus-conf.sh
+
+usage() {
+    cat <<EOF
+NVIDIA System Management Interface -- v$DRIVER_VERSION (gpuprov sandbox stand-in, not NVIDIA software)
+
+Implemented:
+    nvidia-smi                       summary table
+    nvidia-smi -L                    list the GPUs
+    nvidia-smi --query-gpu=FIELDS --format=csv[,noheader][,nounits]
+        FIELDS: index count name uuid driver_version pci.bus_id memory.total memory.used
+                memory.free persistence_mode compute_cap utilization.gpu temperature.gpu
+    nvidia-smi -i N ...              only GPU N
+    nvidia-smi -pm 0|1               persistence mode
+    nvidia-smi --version
+Simulated GPUs come from $CONF (GPU_COUNT, GPU_NAME, MEMORY_MIB, COMPUTE_CAP).
+EOF
+}
+
+invalid() {
+    echo "$1" >&2
+    echo "Please run 'nvidia-smi -h' for help." >&2
+    exit 2
+}
+
+gpu_uuid() {
+    # Stable per host and index, in the real "GPU-8-4-4-4-12" form.
+    printf '%s-gpu-%s' "$(uname -n)" "$1" | md5sum | \
+        sed 's/^\(........\)\(....\)\(....\)\(....\)\(............\).*/GPU-\1-\2-\3-\4-\5/'
+}
+
+bus_id() {
+    printf '00000000:%02X:00.0' $((0x18 + $1 * 0x10))
+}
+
+persistence_mode() {
+    if [ -e "$PM_STATE" ]; then echo Enabled; else echo Disabled; fi
+}
+
+gpu_indices() {
+    if [ -n "$SELECTED" ]; then
+        echo "$SELECTED"
+        return
+    fi
+    i=0
+    while [ "$i" -lt "$GPU_COUNT" ]; do
+        echo "$i"
+        i=$((i + 1))
+    done
+}
+
+field_header() {
+    case "$1" in
+        gpu_name) echo name ;;
+        gpu_uuid) echo uuid ;;
+        gpu_bus_id) echo pci.bus_id ;;
+        memory.total|memory.used|memory.free) echo "$1 [MiB]" ;;
+        utilization.gpu) echo "$1 [%]" ;;
+        *) echo "$1" ;;
+    esac
+}
+
+field_value() {
+    case "$1" in
+        index) echo "$2" ;;
+        count) echo "$GPU_COUNT" ;;
+        name|gpu_name) echo "$GPU_NAME" ;;
+        uuid|gpu_uuid) gpu_uuid "$2" ;;
+        driver_version) echo "$DRIVER_VERSION" ;;
+        pci.bus_id|gpu_bus_id) bus_id "$2" ;;
+        memory.total) echo "$MEMORY_MIB$MIB" ;;
+        memory.used) echo "0$MIB" ;;
+        memory.free) echo "$MEMORY_MIB$MIB" ;;
+        persistence_mode) persistence_mode ;;
+        compute_cap) echo "$COMPUTE_CAP" ;;
+        utilization.gpu) echo "0$PERCENT" ;;
+        temperature.gpu) echo 30 ;;
+        *) return 1 ;;
+    esac
+}
+
+query_csv() {
+    fields=$(echo "$QUERY" | tr ',' ' ')
+    for f in $fields; do
+        field_value "$f" 0 >/dev/null || invalid "Field \"$f\" is not a valid field to query."
+    done
+    if [ "$HEADER" = 1 ]; then
+        line=""
+        for f in $fields; do line="${line:+$line, }$(field_header "$f")"; done
+        echo "$line"
+    fi
+    for i in $(gpu_indices); do
+        line=""
+        for f in $fields; do line="${line:+$line, }$(field_value "$f" "$i")"; done
+        echo "$line"
+    done
+}
+
+list_gpus() {
+    for i in $(gpu_indices); do
+        echo "GPU $i: $GPU_NAME (UUID: $(gpu_uuid "$i"))"
+    done
+}
+
+summary() {
+    date '+%a %b %e %H:%M:%S %Y'
+    echo "+-----------------------------------------------------------------------------------------+"
+    printf '| NVIDIA-SMI %-22s Driver Version: %-14s CUDA Version: %-8s |\n' \
+        "$DRIVER_VERSION" "$DRIVER_VERSION" "$CUDA_VERSION"
+    cat <<'EOF'
+@TABLE_HEAD@
+EOF
+    for i in $(gpu_indices); do
+        pm=On
+        [ "$(persistence_mode)" = Enabled ] || pm=Off
+        printf '| %3d  %-28.28s %4s  | %18s %-3s | %20s |\n' "$i" "$GPU_NAME" "$pm" "$(bus_id "$i")" Off 0
+        printf '| N/A   30C    P0%16s / %5s |%11s / %9s |%8s %12s |\n' \
+            70W 700W 0MiB "${MEMORY_MIB}MiB" 0% Default
+        printf '| %39s | %22s | %20s |\n' "" "" Disabled
+        echo "+-----------------------------------------+------------------------+----------------------+"
+    done
+    cat <<'EOF'
+@TABLE_PROCESSES@
+EOF
+}
+
+set_persistence_mode() {
+    case "$1" in
+        1|ENABLED|Enabled) word=Enabled ;;
+        0|DISABLED|Disabled) word=Disabled ;;
+        *) invalid "Invalid persistence mode: $1" ;;
+    esac
+    if [ "$(id -u)" != 0 ]; then
+        echo "Unable to set persistence mode: Insufficient Permissions" >&2
+        exit 4
+    fi
+    mkdir -p "$(dirname "$PM_STATE")"
+    if [ "$word" = Enabled ]; then touch "$PM_STATE"; else rm -f "$PM_STATE"; fi
+    for i in $(gpu_indices); do
+        echo "$word persistence mode for GPU $(bus_id "$i")."
+    done
+    echo "All done."
+}
+
+MODE=summary
+QUERY=""
+FORMAT=""
+SELECTED=""
+PM=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h|--help) usage; exit 0 ;;
+        --version)
+            echo "NVIDIA-SMI version  : $DRIVER_VERSION"
+            echo "NVML version        : ${DRIVER_VERSION%.*}"
+            if [ "$HAVE_GPUS" = 1 ]; then
+                echo "DRIVER version      : $DRIVER_VERSION"
+                echo "CUDA Version        : $CUDA_VERSION"
+            fi
+            exit 0 ;;
+        -L|--list-gpus) MODE=list ;;
+        --query-gpu=*) MODE=query; QUERY=${1#--query-gpu=} ;;
+        --query-gpu) MODE=query; shift; QUERY=$1 ;;
+        --format=*) FORMAT=${1#--format=} ;;
+        --format) shift; FORMAT=$1 ;;
+        -i|--id) shift; SELECTED=$1 ;;
+        --id=*) SELECTED=${1#--id=} ;;
+        -pm|--persistence-mode) MODE=pm; shift; PM=$1 ;;
+        --persistence-mode=*) MODE=pm; PM=${1#--persistence-mode=} ;;
+        *) invalid "Invalid combination of input arguments (this stand-in does not implement '$1')." ;;
+    esac
+    shift
+done
+
+HEADER=1
+MIB=" MiB"
+PERCENT=" %"
+if [ "$MODE" = query ]; then
+    case ",$FORMAT," in
+        *,csv,*) ;;
+        *) invalid "The --query-gpu option needs --format=csv[,noheader][,nounits]." ;;
+    esac
+    case ",$FORMAT," in *,noheader,*) HEADER=0 ;; esac
+    case ",$FORMAT," in *,nounits,*) MIB=""; PERCENT="" ;; esac
+fi
+
+if [ "$HAVE_GPUS" != 1 ] || [ "$GPU_COUNT" -lt 1 ]; then
+    echo "No devices were found"
+    exit 6
+fi
+if [ -n "$SELECTED" ] && ! [ "$SELECTED" -lt "$GPU_COUNT" ] 2>/dev/null; then
+    echo "No devices were found"
+    exit 6
+fi
+
+case "$MODE" in
+    list) list_gpus ;;
+    query) query_csv ;;
+    pm) set_persistence_mode "$PM" ;;
+    *) summary ;;
+esac

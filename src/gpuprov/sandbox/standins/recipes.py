@@ -1,0 +1,37 @@
+"""The catalogue expanded into packages: every stand-in of the apt and of the rpm repositories."""
+
+from __future__ import annotations
+
+from gpuprov.sandbox.standins import cuda, drivers, tools
+from gpuprov.sandbox.standins.catalogue import Catalogue
+from gpuprov.sandbox.standins.model import Format, Package
+
+
+def deb_packages(catalogue: Catalogue) -> list[Package]:
+    """Every stand-in of the apt repositories (Ubuntu and Debian names, as in NVIDIA's CUDA repos)."""
+    return _packages(catalogue, Format.DEB)
+
+
+def rpm_packages(catalogue: Catalogue) -> list[Package]:
+    """Every stand-in of the rpm repositories (RHEL and Rocky names, as in NVIDIA's CUDA repos)."""
+    return _packages(catalogue, Format.RPM)
+
+
+def _packages(catalogue: Catalogue, fmt: Format) -> list[Package]:
+    packages: list[Package] = []
+    for d in catalogue.drivers:
+        if fmt is Format.DEB:  # one apt repository holds both naming schemes; the names do not clash
+            packages += drivers.deb_driver(d) + drivers.deb_driver_debian(d)
+        else:
+            packages += drivers.rpm_driver(d)
+    for c in catalogue.cuda:
+        packages.append(cuda.cuda_toolkit(c, fmt))
+    for cudnn in catalogue.cudnn:
+        packages += cuda.cudnn(cudnn, fmt)
+    for n in catalogue.nccl:
+        packages += cuda.nccl(n, fmt)
+    for g in catalogue.dcgm:
+        packages.append(tools.dcgm(g, fmt))
+    for t in catalogue.container_toolkit:
+        packages += tools.container_toolkit(t, fmt)
+    return packages
