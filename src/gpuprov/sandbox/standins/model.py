@@ -33,7 +33,10 @@ Entry = File | Link
 
 @dataclass(frozen=True)
 class Pin:
-    """A dependency on exactly one version of another stand-in (or of a virtual name stand-ins provide)."""
+    """A dependency on exactly one version of another stand-in (or of a virtual name stand-ins provide).
+
+    An empty evr depends on any version, as NVIDIA's toolkit packages depend on their config packages.
+    """
 
     name: str
     evr: str
@@ -55,6 +58,8 @@ class Package:
     # Packages of one group cannot be installed together (branches of the driver, open and proprietary
     # kernel modules): apt gets Provides, Conflicts and Replaces on the group name, so switching works.
     exclusive_group: str = ""
+    # Architecture "all" / noarch, like NVIDIA's config and keyring packages.
+    arch_independent: bool = False
 
     @property
     def evr(self) -> str:

@@ -19,6 +19,7 @@ def package(
     provides: tuple[Pin, ...] = (),
     conflicts: tuple[str, ...] = (),
     exclusive_group: str = "",
+    arch_independent: bool = False,
 ) -> Package:
     """A Package with the STANDIN note that every stand-in carries."""
     note = File(f"/usr/share/doc/{name}/STANDIN", _standin_note(name, version).encode())
@@ -34,6 +35,7 @@ def package(
         provides=provides,
         conflicts=conflicts,
         exclusive_group=exclusive_group,
+        arch_independent=arch_independent,
     )
 
 
