@@ -24,7 +24,7 @@ The changelog is left out (its text is not recorded); the STANDIN note takes its
 
 from __future__ import annotations
 
-from gpuprov.sandbox.standins.model import File, Format, Package
+from gpuprov.sandbox.standins.model import Entry, File, Format, Package
 from gpuprov.sandbox.standins.parts import package
 
 NVIDIA_REPOS_URL = "https://developer.download.nvidia.com/compute/cuda/repos"
@@ -57,7 +57,7 @@ def sources_line(repo: str, base_url: str = NVIDIA_REPOS_URL, arch_dir: str = "x
 
 def cuda_keyring(repo: str, keyring: bytes) -> Package:
     """cuda-keyring 1.1-1 of NVIDIA's repository directory `repo` (debian12, ubuntu2204 ...)."""
-    entries = [
+    entries: list[Entry] = [
         File(sources_file(repo), sources_line(repo).encode()),
         File(KEYRING_PATH, keyring),
     ]
