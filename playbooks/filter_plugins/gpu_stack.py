@@ -43,6 +43,12 @@ def gpu_stack_conflicts(locks: Mapping[str, Any], table: Mapping[str, Any]) -> l
     return messages
 
 
+def gpu_stack_os_conflicts(stack: Any, distribution: str, version: str, table: Mapping[str, Any]) -> list[str]:
+    """One message when NVIDIA's repository for this OS (Ansible's distribution and version) lacks the CUDA."""
+    lock = _lock_module()
+    return list(lock.os_problems(dict(stack) if isinstance(stack, Mapping) else stack, distribution, version, table))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"gpu_stack_conflicts": gpu_stack_conflicts}
+        return {"gpu_stack_conflicts": gpu_stack_conflicts, "gpu_stack_os_conflicts": gpu_stack_os_conflicts}

@@ -191,6 +191,64 @@ def _pytorch_problems(lock: Mapping[str, str], table: Mapping[str, Any]) -> list
     return problems
 
 
+# -- the OS's repository ---------------------------------------------------------------------------------
+
+# /etc/os-release ID (or Ansible's distribution, lower-cased) -> the family of NVIDIA's repository names.
+_REPOSITORY_FAMILY = {
+    "ubuntu": "ubuntu",
+    "debian": "debian",
+    "rocky": "rhel",
+    "rhel": "rhel",
+    "redhat": "rhel",
+    "almalinux": "rhel",
+}
+
+
+def repository_for(os_id: str, version_id: str) -> str:
+    """NVIDIA's repository for an OS: ("ubuntu", "24.04") -> "ubuntu2404", ("rocky", "9.4") -> "rhel9".
+
+    "" when the OS is not one NVIDIA's repositories are named for.
+    """
+    family = _REPOSITORY_FAMILY.get(os_id.strip().lower(), "")
+    version = version_id.strip()
+    if not family or not re.fullmatch(r"\d+(\.\d+)*", version):
+        return ""
+    if family == "ubuntu":  # Ubuntu's repositories carry the release: ubuntu2204
+        return "ubuntu" + "".join(version.split(".")[:2])
+    return family + version.split(".")[0]  # debian12, rhel9: the major only
+
+
+def os_problems(
+    gpu_stack: Mapping[str, Any], os_id: str, version_id: str, table: Mapping[str, Any] | None = None
+) -> list[str]:
+    """[] when NVIDIA's repository for this OS carries the lock's CUDA, else one message saying what fits.
+
+    Only a lock that `check` accepts is compared (its problems are reported there); an OS that the table
+    has no repository for is left to the OS check.
+    """
+    if not isinstance(gpu_stack, Mapping) or _field_problems(gpu_stack):
+        return []
+    tbl = table if table is not None else load_table()
+    repository = repository_for(os_id, version_id)
+    carried = tbl.get("os_repositories", {}).get(repository) if repository else None
+    cuda, driver = str(gpu_stack["cuda_version"]), str(gpu_stack["driver_version"])
+    if not isinstance(carried, Mapping) or _row(tbl, "cuda", cuda) is None:
+        return []
+    versions = [str(v) for v in carried.get("cuda", [])]
+    if cuda in versions:
+        return []
+    fitting = [
+        v
+        for v in versions
+        if (row := _row(tbl, "cuda", v)) is not None and _key(driver) >= _key(str(row["min_driver"]))
+    ]
+    return [
+        f"NVIDIA's {repository} repository has no CUDA {cuda}: it carries CUDA {_list(versions)}; "
+        f"of those, driver_version {driver} fits {_list(fitting)}. Lock a CUDA it carries (with the cuDNN, "
+        "NCCL and PyTorch that fit it), or provision this host with another OS"
+    ]
+
+
 # -- helpers ----------------------------------------------------------------------------------------------
 
 

@@ -34,19 +34,86 @@ def test_sample_and_sandbox_locks_fit():
     assert lock.check(SANDBOX_LOCK) == []
 
 
-def test_every_cuda_in_the_table_has_a_fitting_driver_nccl_and_cudnn():
+def test_every_cuda_in_the_table_has_a_fitting_driver_nccl_cudnn_and_pytorch():
     table = lock.load_table()
     for cuda in table["cuda"]:
+        minor = ".".join(cuda["version"].split(".")[:2])
         driver = cuda["min_driver"]
-        nccl = next(n["version"] for n in table["nccl"] if cuda["version"][:4] in n["cuda_builds"])
+        nccl = next(n["version"] for n in table["nccl"] if minor in n["cuda_builds"])
+        cudnn = next(c["version"] for c in table["cudnn"] if lock._fits_range(cuda["version"], c))
+        pytorch, tag = next(
+            (p["version"], t)
+            for p in table["pytorch"]
+            for t in p["cuda_tags"]
+            if t != "cpu" and lock._tag_fits(t, minor)
+        )
         stack = with_(
             cuda_version=cuda["version"],
             driver_version=driver,
             driver_branch=driver.split(".")[0],
             nccl_version=nccl,
+            cudnn_version=cudnn,
+            pytorch_version=pytorch,
+            pytorch_cuda_tag=tag,
         )
-        problems = [p for p in lock.check(stack) if not p.startswith("cudnn_version")]
-        assert problems == [], cuda
+        assert lock.check(stack) == [], cuda
+
+
+def test_every_os_repository_lists_table_cuda_rows_with_a_source():
+    table = lock.load_table()
+    cudas = [c["version"] for c in table["cuda"]]
+    repositories = table["os_repositories"]
+    # The OS releases the NVIDIA roles support, by NVIDIA's repository names.
+    assert sorted(repositories) == ["debian12", "rhel8", "rhel9", "ubuntu2004", "ubuntu2204", "ubuntu2404"]
+    for name, row in repositories.items():
+        assert row["source"], name
+        assert row["cuda"] and set(row["cuda"]) <= set(cudas), name
+    for cuda in cudas:  # every CUDA row installs somewhere
+        assert any(cuda in row["cuda"] for row in repositories.values()), cuda
+
+
+@pytest.mark.parametrize(
+    ("os_id", "version", "repository"),
+    [
+        ("ubuntu", "24.04", "ubuntu2404"),
+        ("Ubuntu", "20.04", "ubuntu2004"),
+        ("debian", "12", "debian12"),
+        ("Debian", "12.7", "debian12"),  # Ansible's distribution_version on Debian
+        ("rocky", "9.4", "rhel9"),
+        ("RedHat", "8.10", "rhel8"),
+        ("rhel", "9", "rhel9"),
+        ("arch", "", ""),
+        ("ubuntu", "", ""),
+    ],
+)
+def test_repository_for(os_id: str, version: str, repository: str):
+    assert lock.repository_for(os_id, version) == repository
+
+
+def test_os_repository_without_the_locked_cuda_names_what_fits():
+    sample = yaml.safe_load(SAMPLE_LOCK.read_text())["gpu_stack"]
+    assert lock.os_problems(sample, "ubuntu", "24.04") == [
+        "NVIDIA's ubuntu2404 repository has no CUDA 12.4.1: it carries CUDA 12.6.3, 12.8.1, 12.9.1, 13.0.0, "
+        "13.0.1, 13.0.2; of those, driver_version 550.127.08 fits none in the table. Lock a CUDA it carries "
+        "(with the cuDNN, NCCL and PyTorch that fit it), or provision this host with another OS"
+    ]
+    newer = with_(driver_branch="570", driver_version="570.124.06")
+    assert "driver_version 570.124.06 fits 12.6.3, 12.8.1." in lock.os_problems(newer, "ubuntu", "24.04")[0]
+    # CUDA 13 is not in Ubuntu 20.04's repository (CUDA 13.0 dropped Ubuntu 20.04).
+    cuda13 = with_(driver_branch="580", driver_version="580.95.05", cuda_version="13.0.2")
+    assert lock.os_problems(cuda13, "ubuntu", "20.04")[0].startswith(
+        "NVIDIA's ubuntu2004 repository has no CUDA 13.0.2"
+    )
+    assert lock.os_problems(cuda13, "ubuntu", "22.04") == []
+
+
+def test_os_check_leaves_other_problems_to_their_checks():
+    sample = yaml.safe_load(SAMPLE_LOCK.read_text())["gpu_stack"]
+    for os_id, version in [("debian", "12"), ("ubuntu", "22.04"), ("rocky", "9.4"), ("rhel", "8.10")]:
+        assert lock.os_problems(sample, os_id, version) == [], os_id
+    assert lock.os_problems(sample, "arch", "rolling") == []  # an unsupported OS: the OS check says so
+    assert lock.os_problems(with_(cuda_version="12"), "ubuntu", "24.04") == []  # malformed: check() says so
+    assert lock.os_problems(with_(cuda_version="12.5.1"), "ubuntu", "24.04") == []  # not in the table
 
 
 def test_driver_too_old_for_cuda_names_the_pair_and_what_fits():
@@ -55,7 +122,10 @@ def test_driver_too_old_for_cuda_names_the_pair_and_what_fits():
     message = problems[0]
     assert message.startswith("driver_version 535.216.03 does not fit cuda_version 12.4.1")
     assert "needs driver >= 550.54.15" in message
-    assert "drivers that fit: 550.54.15, 550.127.08, 560.35.05, 570.124.06" in message
+    assert (
+        "drivers that fit: 550.54.15, 550.127.08, 560.35.05, 570.124.06, 575.57.08, 580.65.06, 580.82.07, "
+        "580.95.05;" in message
+    )
     assert "CUDA versions that fit driver 535.216.03: 12.2.2" in message
 
 
@@ -85,7 +155,7 @@ def test_cudnn_outside_its_cuda_range():
     )
     assert lock.check(stack) == [
         "cudnn_version 9.5.1.17 does not fit cuda_version 12.8.1: cuDNN 9.5.1.17 supports CUDA 12.0 to "
-        "12.6; cuDNN versions that fit CUDA 12.8: none in the table"
+        "12.6; cuDNN versions that fit CUDA 12.8: 9.10.2.21, 9.15.0.58"
     ]
 
 
@@ -109,7 +179,7 @@ def test_versions_outside_the_table_say_how_to_add_one():
     problems = lock.check(with_(cuda_version="12.5.1"))
     assert problems[0] == (
         "cuda_version 12.5.1 is not in gpuprov's compatibility table (listed: 12.2.2, 12.4.1, 12.6.3, "
-        f"12.8.1); {lock.HOW_TO_ADD}"
+        f"12.8.1, 12.9.1, 13.0.0, 13.0.1, 13.0.2); {lock.HOW_TO_ADD}"
     )
     # The other pairs are still compared: no NCCL in the table is built for CUDA 12.5.
     assert problems[1:] == [

@@ -2,7 +2,8 @@
 
 Per host, over one SSH session with host key checking on: the host answers and knows our key, become
 (sudo) works without a prompt or with the inventory's become password, python3 is there for Ansible, and
-the OS is one the roles support. Then the compatibility lock (`gpu_stack`) is checked against gpuprov's table.
+the OS is one the roles support. Then the compatibility lock (`gpu_stack`) is checked against gpuprov's table,
+and, when it fits, against what NVIDIA's repository for each host's OS carries (an "os" problem of that host).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import paramiko
@@ -44,6 +45,7 @@ class HostReport:
     host: str
     os: str  # "Debian 12", or "" when unknown
     problems: tuple[Problem, ...]
+    os_release: tuple[str, str] = ("", "")  # /etc/os-release's ID and VERSION_ID: ("ubuntu", "24.04")
 
 
 def run(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> tuple[list[HostReport], list[Problem]]:
@@ -51,7 +53,13 @@ def run(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> tuple[list[
     workers = max(1, min(len(inventory.hosts), MAX_PARALLEL))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight") as pool:
         reports = list(pool.map(lambda host: check_host(host, extravars), inventory.hosts))
-    return reports, check_lock(inventory, extravars)
+    lock_problems = check_lock(inventory, extravars)
+    if not lock_problems:  # the lock fits the table: now, does each host's OS repository carry its CUDA?
+        stacks = {
+            host.name: extravars.get("gpu_stack", host.vars.get("gpu_stack")) for host in inventory.hosts
+        }
+        reports = [check_os_repository(report, stacks[report.host]) for report in reports]
+    return reports, lock_problems
 
 
 def exit_code(reports: list[HostReport], lock_problems: list[Problem]) -> ExitCode:
@@ -75,7 +83,10 @@ def check_host(host: hosts.Host, extravars: Mapping[str, Any]) -> HostReport:
     problems: list[Problem] = []
     try:
         os_release = _run(client, "cat /etc/os-release")
-        os_name, os_problem = check_os(os_release.stdout if os_release.code == 0 else "")
+        os_text = os_release.stdout if os_release.code == 0 else ""
+        os_name, os_problem = check_os(os_text)
+        fields = parse_os_release(os_text)
+        os_ids = (fields.get("ID", "").lower(), fields.get("VERSION_ID", ""))
         if os_problem:
             problems.append(Problem(host.name, "os", os_problem))
         python = _run(client, "command -v python3")
@@ -92,10 +103,25 @@ def check_host(host: hosts.Host, extravars: Mapping[str, Any]) -> HostReport:
             problems.append(Problem(host.name, "become", become))
     except (OSError, EOFError, paramiko.SSHException) as exc:
         problems.append(Problem(host.name, "ssh", f"the SSH session broke: {exc or type(exc).__name__}"))
-        os_name = ""
+        os_name, os_ids = "", ("", "")
     finally:
         client.close()
-    return HostReport(host.name, os_name, tuple(problems))
+    return HostReport(host.name, os_name, tuple(problems), os_ids)
+
+
+def check_os_repository(report: HostReport, stack: Any) -> HostReport:
+    """The report plus an "os" problem when NVIDIA's repository for the host's OS lacks the locked CUDA."""
+    os_id, version = report.os_release
+    if not os_id or any(p.check == "os" for p in report.problems):
+        return report
+    from gpuprov import lock
+
+    try:
+        messages = lock.os_problems(stack, os_id, version)
+    except (OSError, ValueError):  # an unreadable table is already reported by check_lock
+        return report
+    extra = tuple(Problem(report.host, "os", f"{report.os}: {message}") for message in messages)
+    return replace(report, problems=report.problems + extra)
 
 
 def _without_name(exc: GpuprovError, host: hosts.Host) -> str:

@@ -68,6 +68,9 @@ DEBOOTSTRAP_ATTEMPTS = 3
 BASE_PACKAGES: tuple[str, ...] = (
     "systemd", "systemd-sysv", "dbus", "openssh-server", "sudo", "python3", "python3-apt", "python3-venv",
     "iproute2", "procps", "ca-certificates", "gnupg", "kmod", "curl", "less",
+    # ansible.builtin.deb822_repository (nvidia_driver's apt entry) imports python3-debian; the nodes
+    # cannot reach Debian's archive for the role to install it, as it does on real hosts.
+    "python3-debian",
 )  # fmt: skip
 RPM_PACKAGES: tuple[str, ...] = ("dnf", "python3-dnf", "rpm", "python3-rpm")
 

@@ -66,6 +66,9 @@ def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
         "network_tuning_tolerate_unsettable=true",
         "network_tuning_rdma_load_modules=false",
         "python_env_allow_cpu_torch=true",
+        # Every node's rootfs is Debian 12's (the Ubuntu and Rocky ones are stand-ins), so its Python is 3.11
+        # whatever /etc/os-release says, and the mirror's wheels are cp311.
+        "python_env_python_version=3.11",
         f"python_env_pytorch_index_url={ctx.mirror_url}/pypi/simple",
         f"python_env_pip_index_url={ctx.mirror_url}/pypi/simple",
         f"python_env_pip_trusted_hosts={[urllib.parse.urlsplit(ctx.mirror_url).hostname]!r}",

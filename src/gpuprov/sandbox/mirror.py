@@ -39,7 +39,8 @@ from pathlib import Path
 from gpuprov import console, hosttools, paths
 from gpuprov.errors import EnvironmentProblem, GpuprovError
 from gpuprov.sandbox import rpm_modules, standins
-from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Package
+from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Format, Package, Pin
+from gpuprov.sandbox.standins.keyring import cuda_keyring
 
 APT_REPOS = ("debian12", "ubuntu2004", "ubuntu2204", "ubuntu2404")
 RPM_REPOS = ("rhel8", "rhel9")
@@ -228,8 +229,14 @@ def _build_repositories(catalogue: Catalogue, staging: Path, out: Path, key: Sig
         )
         # rpmsign signs one file after another; a few batches side by side use the cores.
         list(pool.map(functools.partial(_sign_rpms, key=key), _batches(rpms, workers)))
+        # cuda-keyring names its own repository directory: one package per apt repository.
+        keyring = _export_keyring(key)
+        keyrings = {repo: _build_keyring(repo, keyring, staging / f"keyring-{repo}") for repo in APT_REPOS}
         repositories = [
-            *(pool.submit(_apt_repository, _repo_dir(out, repo), repo, debs, key) for repo in APT_REPOS),
+            *(
+                pool.submit(_apt_repository, _repo_dir(out, repo), repo, [*debs, keyrings[repo]], key)
+                for repo in APT_REPOS
+            ),
             *(
                 pool.submit(_rpm_repository, _repo_dir(out, repo), repo, rpms, rpm_packages, key)
                 for repo in RPM_REPOS
@@ -238,6 +245,26 @@ def _build_repositories(catalogue: Catalogue, staging: Path, out: Path, key: Sig
         for repository in repositories:
             repository.result()  # raises what the build of that repository raised
     _publish_key(out, key)
+
+
+def _build_keyring(repo: str, keyring: bytes, staging: Path) -> Path:
+    """That repository's cuda-keyring, staged and built in a directory of its own (all share one name)."""
+    staging.mkdir(parents=True)
+    return _build_deb(cuda_keyring(repo, keyring), staging, staging)
+
+
+def _export_keyring(key: SigningKey) -> bytes:
+    """The public key as a binary OpenPGP keyring, the format of NVIDIA's cuda-archive-keyring.gpg."""
+    result = subprocess.run(
+        ["gpg", "--batch", "--quiet", "--no-tty", "--homedir", str(key.home), "--export", key.fingerprint],
+        capture_output=True,
+        check=False,
+    )
+    if result.returncode != 0 or not result.stdout:
+        raise MirrorBuildError(
+            f"{PURPOSE}: gpg --export of the mirror key failed: {result.stderr.decode()[-200:]}"
+        )
+    return result.stdout
 
 
 def _repo_dir(root: Path, repo: str) -> Path:
@@ -385,7 +412,7 @@ def _build_deb(package: Package, staging: Path, out_dir: Path) -> Path:
             (control_dir / script).write_text(text)
             (control_dir / script).chmod(0o755)
     version = package.evr.split(":", 1)[-1]  # .deb file names leave out the epoch
-    deb = out_dir / f"{package.name}_{version}_amd64.deb"
+    deb = out_dir / f"{package.name}_{version}_{_deb_arch(package)}.deb"
     _run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(tree), str(deb)])
     return deb
 
@@ -394,6 +421,17 @@ _DEB_LDCONFIG = """\
 # The stand-in installs (code-free) shared libraries: refresh the linker cache where the host has one.
 command -v ldconfig >/dev/null && ldconfig || true
 """
+
+
+def _deb_arch(package: Package) -> str:
+    return "all" if package.arch_independent else "amd64"
+
+
+def _pin(pin: Pin, fmt: Format) -> str:
+    """ "name (= 1.0-1)" for apt, "name = 1.0-1" for rpm; the bare name when any version will do."""
+    if not pin.evr:
+        return pin.name
+    return f"{pin.name} (= {pin.evr})" if fmt is Format.DEB else f"{pin.name} = {pin.evr}"
 
 
 def _installed_kib(package: Package) -> int:
@@ -405,12 +443,11 @@ def deb_control(package: Package, installed_kib: int) -> str:
     fields = {
         "Package": package.name,
         "Version": package.evr,
-        "Architecture": "amd64",
+        "Architecture": _deb_arch(package),
         "Maintainer": MAINTAINER,
         "Installed-Size": str(installed_kib),
         "Depends": ", ".join(
-            " | ".join(f"{p.name} (= {p.evr})" if p.evr else p.name for p in alternatives)
-            for alternatives in package.depends
+            " | ".join(_pin(p, Format.DEB) for p in alternatives) for alternatives in package.depends
         ),
         "Provides": ", ".join([*(f"{p.name} (= {p.evr})" for p in package.provides), *group]),
         "Conflicts": ", ".join([*package.conflicts, *group]),
@@ -453,13 +490,15 @@ def _build_rpm(package: Package, staging: Path, out_dir: Path) -> Path:
             str(spec),
         ]
     )
-    return out_dir / f"{package.name}-{package.version}-{package.release}.x86_64.rpm"
+    arch = "noarch" if package.arch_independent else "x86_64"
+    return out_dir / f"{package.name}-{package.version}-{package.release}.{arch}.rpm"
 
 
 # Directories that belong to the base system, not to a stand-in.
 _SYSTEM_DIRS = frozenset(
     {
         "/etc",
+        "/etc/ld.so.conf.d",
         "/usr",
         "/usr/bin",
         "/usr/include",
@@ -487,11 +526,11 @@ def rpm_spec(package: Package, tree: Path) -> str:
         "Summary": f"{package.summary} (gpuprov sandbox stand-in)",
         "License": "Apache-2.0",
         "Packager": MAINTAINER,
-        "BuildArch": "x86_64",
+        "BuildArch": "noarch" if package.arch_independent else "x86_64",
         "AutoReqProv": "no",  # the test hosts' rpm database starts empty: require only other stand-ins
     }
     lines = [f"{tag}: {value}" for tag, value in header.items() if value]
-    lines += [f"Requires: {p.name} = {p.evr}" for (p,) in package.depends]
+    lines += [f"Requires: {_pin(p, Format.RPM)}" for (p,) in package.depends]
     lines += [f"Provides: {p.name} = {p.evr}" for p in package.provides]
     lines += [f"Conflicts: {name}" for name in package.conflicts]
     lines += ["", "%description", _long_description(package)]

@@ -9,6 +9,7 @@ import pytest
 
 from gpuprov.bootstrap import preflight, runs
 from gpuprov.bootstrap.events import Tracker, failure_message
+from gpuprov.errors import ExitCode
 
 
 def event(kind: str, **data: object) -> dict[str, object]:
@@ -155,3 +156,25 @@ def test_supported_os(os_release: str, name: str, problem: str | None) -> None:
         assert found is None
     else:
         assert found is not None and problem in found and preflight.SUPPORTED_TEXT in found
+
+
+def test_os_repository_without_the_locked_cuda_is_a_host_not_ready() -> None:
+    from gpuprov.sandbox.inventory import SANDBOX_LOCK
+
+    noble = preflight.HostReport("node2", "Ubuntu 24.04", (), ("ubuntu", "24.04"))
+    bookworm = preflight.HostReport("node1", "Debian GNU/Linux 12", (), ("debian", "12"))
+    reports = [
+        preflight.check_os_repository(bookworm, SANDBOX_LOCK),
+        preflight.check_os_repository(noble, SANDBOX_LOCK),
+    ]
+    assert reports[0].problems == ()
+    (problem,) = reports[1].problems
+    assert (problem.host, problem.check) == ("node2", "os")
+    assert problem.message.startswith("Ubuntu 24.04: NVIDIA's ubuntu2404 repository has no CUDA 12.4.1")
+    assert "it carries CUDA 12.6.3, 12.8.1" in problem.message
+    assert preflight.exit_code(reports, []) == ExitCode.PREFLIGHT_FAILED
+    # A host whose OS is already refused gets no second line.
+    refused = preflight.HostReport(
+        "node3", "Ubuntu 18.04", (preflight.Problem("node3", "os", "x"),), ("ubuntu", "18.04")
+    )
+    assert preflight.check_os_repository(refused, SANDBOX_LOCK) == refused

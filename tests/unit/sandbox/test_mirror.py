@@ -216,9 +216,15 @@ def test_packages_list_nvidia_names_at_exact_versions(built: MirrorContent) -> N
         "nvidia-persistenced (= 550.127.08-1), "
         "nvidia-kernel-dkms (= 550.127.08-1) | nvidia-kernel-open-dkms (= 550.127.08-1)"
     )
+    # NVIDIA's config packages are Architecture all and carry the runtime's version; the toolkit depends
+    # on them unversioned, so apt takes the newest, as with NVIDIA's repository.
+    assert versions["cuda-toolkit-config-common"] == {"12.2.140-1", "12.4.127-1", "12.6.77-1", "12.8.90-1"}
+    toolkit = next(p for p in packages if p["Package"] == "cuda-toolkit-12-4")
+    assert toolkit["Depends"] == "cuda-toolkit-config-common, cuda-toolkit-12-config-common"
+    independent = {"cuda-toolkit-config-common", "cuda-toolkit-12-config-common", "cuda-keyring"}
     for p in packages:
         assert p["Maintainer"] == "gpuprov sandbox <sandbox@gpuprov.invalid>"
-        assert p["Architecture"] == "amd64"
+        assert p["Architecture"] == ("all" if p["Package"] in independent else "amd64"), p["Package"]
         assert "stand-in" in p["Description"]
 
 
@@ -304,7 +310,9 @@ def test_cuda_toolkit_installs_beside_others_and_leaves_usr_local_cuda_alone(
     deb = repo(built, "ubuntu2204") / "cuda-toolkit-12-4_12.4.1-1_amd64.deb"
     listing = run("dpkg-deb", "-c", deb).stdout
     assert "./usr/local/cuda-12.4/bin/nvcc" in listing
-    assert "./usr/local/cuda-12.4/lib64/libcudart.so.12 -> libcudart.so.12.4.1" in listing
+    # NVIDIA's layout: the libraries in targets/x86_64-linux/lib, lib64 a link to that directory.
+    assert "./usr/local/cuda-12.4/lib64 -> targets/x86_64-linux/lib" in listing
+    assert "./usr/local/cuda-12.4/targets/x86_64-linux/lib/libcudart.so.12 -> libcudart.so.12.4.1" in listing
     assert not re.search(r"\./usr/local/cuda(/| )", listing)
     for p in standins.deb_packages(CATALOGUE) + standins.rpm_packages(CATALOGUE):
         assert not any(
@@ -324,6 +332,49 @@ def test_cuda_toolkit_installs_beside_others_and_leaves_usr_local_cuda_alone(
     assert run(home / "bin/nvcc", "-c", "x.cu").returncode != 0  # it says it cannot compile
     assert '"version": "12.4.1"' in (home / "version.json").read_text()
     assert "#define CUDA_VERSION 12040" in (home / "include/cuda.h").read_text()
+
+
+def test_cuda_config_packages_ship_nvidias_linker_entries(built: MirrorContent, tmp_path: Path) -> None:
+    d = repo(built, "debian12")
+    common = extract(d / "cuda-toolkit-config-common_12.4.127-1_all.deb", tmp_path / "a") / "etc/ld.so.conf.d"
+    assert (
+        common / "000_cuda.conf"
+    ).read_bytes() == b"/usr/local/cuda/targets/x86_64-linux/lib\n"  # 41 bytes
+    major = (
+        extract(d / "cuda-toolkit-12-config-common_12.4.127-1_all.deb", tmp_path / "b") / "etc/ld.so.conf.d"
+    )
+    assert (major / "988_cuda-12.conf").read_bytes() == b"/usr/local/cuda-12/targets/x86_64-linux/lib\n"  # 44
+    rpms = repo(built, "rhel9")
+    assert (rpms / "cuda-toolkit-config-common-12.4.127-1.noarch.rpm").is_file()
+
+
+def test_cuda_keyring_has_nvidias_shape_and_the_mirror_key(
+    built: MirrorContent, keyring: Path, tmp_path: Path
+) -> None:
+    for name in mirror.APT_REPOS:
+        deb = repo(built, name) / "cuda-keyring_1.1-1_all.deb"
+        files = {
+            line.split()[-1].lstrip(".")
+            for line in run("dpkg-deb", "-c", deb).stdout.splitlines()
+            if not line.startswith("d")
+        }
+        expected = {
+            f"/etc/apt/sources.list.d/cuda-{name}-x86_64.list",
+            "/usr/share/keyrings/cuda-archive-keyring.gpg",
+            "/usr/share/doc/cuda-keyring/STANDIN",
+        }
+        if name.startswith("ubuntu"):
+            expected.add("/etc/apt/preferences.d/cuda-repository-pin-600")
+        assert files == expected, name
+        root = extract(deb, tmp_path / name)
+        assert (root / f"etc/apt/sources.list.d/cuda-{name}-x86_64.list").read_text() == (
+            "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+            f"https://developer.download.nvidia.com/compute/cuda/repos/{name}/x86_64/ /\n"
+        )
+        # A binary keyring holding the mirror's key (NVIDIA's holds 3bf863cc), as apt's signed-by reads it.
+        assert (root / "usr/share/keyrings/cuda-archive-keyring.gpg").read_bytes() == keyring.read_bytes()
+    control = run("dpkg-deb", "-f", repo(built, "debian12") / "cuda-keyring_1.1-1_all.deb").stdout
+    assert "Package: cuda-keyring\nVersion: 1.1-1\nArchitecture: all\n" in control
 
 
 def test_headers_carry_the_real_version_defines(built: MirrorContent, tmp_path: Path) -> None:

@@ -18,6 +18,9 @@ class CudaRelease:
     nvcc_version: str  # "12.4.131", from `nvcc --version`
     nvcc_build: str  # "34097967", the compiler build number in "Build cuda_12.4.r12.4/compiler.N_0"
     nvcc_built_on: str  # "Thu_Mar_28_02:18:24_PDT_2024"
+    # "12.4.127": the CUDA runtime's version (release notes' component table), which NVIDIA's
+    # cuda-toolkit-*-config-common packages carry ("cuda-toolkit-12-4-config-common-12.4.127-1").
+    cudart_version: str
 
     @property
     def short(self) -> str:
@@ -75,24 +78,28 @@ CATALOGUE = Catalogue(
             nvcc_version="12.2.140",
             nvcc_build="33191640",
             nvcc_built_on="Tue_Aug_15_22:02:13_PDT_2023",
+            cudart_version="12.2.140",
         ),
         CudaRelease(
             "12.4.1",
             nvcc_version="12.4.131",
             nvcc_build="34097967",
             nvcc_built_on="Thu_Mar_28_02:18:24_PDT_2024",
+            cudart_version="12.4.127",
         ),
         CudaRelease(
             "12.6.3",
             nvcc_version="12.6.85",
             nvcc_build="35059454",
             nvcc_built_on="Tue_Oct_29_23:50:19_PDT_2024",
+            cudart_version="12.6.77",
         ),
         CudaRelease(
             "12.8.1",
             nvcc_version="12.8.93",
             nvcc_build="35583870",
             nvcc_built_on="Fri_Feb_21_20:23:50_PST_2025",
+            cudart_version="12.8.90",
         ),
     ),
     cudnn=(

@@ -5,12 +5,23 @@ from __future__ import annotations
 import json
 
 from gpuprov.sandbox.standins.catalogue import CudaRelease, CudnnRelease, NcclRelease
-from gpuprov.sandbox.standins.model import Entry, File, Format, Link, Package, exact
+from gpuprov.sandbox.standins.model import Entry, File, Format, Link, Package, Pin, exact
 from gpuprov.sandbox.standins.parts import header, library, package
 from gpuprov.sandbox.standins.shell import program
 
+# NVIDIA's toolkit layout: the libraries live in /usr/local/cuda-X.Y/targets/x86_64-linux/lib and lib64 is
+# a link to that directory; the dynamic linker learns of them through /etc/ld.so.conf.d/000_cuda.conf
+# (package cuda-toolkit-config-common: "/usr/local/cuda/targets/x86_64-linux/lib") and 988_cuda-<major>.conf
+# (cuda-toolkit-<major>-config-common: "/usr/local/cuda-12/targets/x86_64-linux/lib"), both Architecture all
+# and versioned like the runtime ("cuda-toolkit-12-4-config-common-12.4.127-1.noarch"). Sources: hosts'
+# `ls /etc/ld.so.conf.d` and `cat` of both files (41 and 44 bytes) quoted in public threads, e.g.
+# charliecloud's `ch-fromhost --nvidia` output naming 988_cuda-12.conf and 000_cuda.conf, and package
+# listings of cuda-toolkit-config-common 12.6.68-1 all / 12.8.90-1.noarch. The stand-in folds the toolkit's
+# many packages (cuda-cudart-12-4 and the rest, which depend on the config packages) into one.
+TARGET_LIB = "targets/x86_64-linux/lib"
 
-def cuda_toolkit(c: CudaRelease, fmt: Format) -> Package:
+
+def cuda_toolkit(c: CudaRelease, fmt: Format) -> list[Package]:
     home = f"/usr/local/cuda-{c.short}"  # never /usr/local/cuda: the role owns that link
     major, minor = (int(x) for x in c.version.split(".")[:2])
     nvcc = program(
@@ -23,12 +34,23 @@ def cuda_toolkit(c: CudaRelease, fmt: Format) -> Package:
     )
     cuda_h = header(f"CUDA {c.version} driver API", {"CUDA_VERSION": str(major * 1000 + minor * 10)})
     version_json = json.dumps({"cuda": {"name": "CUDA SDK", "version": c.version}}, indent=3) + "\n"
+    configs = [
+        _config_package(fmt, "cuda-toolkit-config-common", c, "000_cuda.conf", "/usr/local/cuda"),
+        _config_package(
+            fmt,
+            f"cuda-toolkit-{major}-config-common",
+            c,
+            f"988_cuda-{major}.conf",
+            f"/usr/local/cuda-{major}",
+        ),
+    ]
     entries: list[Entry] = [
         File(f"{home}/bin/nvcc", nvcc, 0o755),
         File(f"{home}/version.json", version_json.encode()),
         File(f"{home}/include/cuda.h", cuda_h.encode()),
+        Link(f"{home}/lib64", TARGET_LIB),
         *library(
-            f"{home}/lib64",
+            f"{home}/{TARGET_LIB}",
             "libcudart",
             c.version,
             soname_version=str(major),
@@ -37,7 +59,15 @@ def cuda_toolkit(c: CudaRelease, fmt: Format) -> Package:
         ),
     ]
     name = f"cuda-toolkit-{major}-{minor}"
-    return package(fmt, c.version, "1", name, f"CUDA Toolkit {c.version}", entries)
+    depends = tuple((Pin(config.name, ""),) for config in configs)
+    toolkit = package(fmt, c.version, "1", name, f"CUDA Toolkit {c.version}", entries, depends=depends)
+    return [toolkit, *configs]
+
+
+def _config_package(fmt: Format, name: str, c: CudaRelease, conf: str, link: str) -> Package:
+    entry = File(f"/etc/ld.so.conf.d/{conf}", f"{link}/{TARGET_LIB}\n".encode())
+    summary = f"Common config package for CUDA Toolkit {c.short}"
+    return package(fmt, c.cudart_version, "1", name, summary, [entry], arch_independent=True)
 
 
 def cudnn(c: CudnnRelease, fmt: Format) -> list[Package]:

@@ -33,8 +33,11 @@ Entry = File | Link
 
 @dataclass(frozen=True)
 class Pin:
-    """A dependency on exactly one version of another stand-in (or of a virtual name stand-ins provide);
-    an empty evr depends on the name at any version (apt only), as some of NVIDIA's packages do."""
+    """A dependency on exactly one version of another stand-in (or of a virtual name stand-ins provide).
+
+    An empty evr depends on any version, as some of NVIDIA's packages do (the toolkit on its config
+    packages, Ubuntu's driver metapackages on some of their parts).
+    """
 
     name: str
     evr: str
@@ -58,6 +61,8 @@ class Package:
     exclusive_group: str = ""
     # A deb postinst script of the real package's, reproduced (ldconfig is added where libraries are).
     postinst: str = ""
+    # Architecture "all" / noarch, like NVIDIA's config and keyring packages.
+    arch_independent: bool = False
 
     @property
     def evr(self) -> str:

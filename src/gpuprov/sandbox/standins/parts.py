@@ -20,6 +20,7 @@ def package(
     conflicts: tuple[str, ...] = (),
     exclusive_group: str = "",
     postinst: str = "",
+    arch_independent: bool = False,
 ) -> Package:
     """A Package with the STANDIN note that every stand-in carries."""
     note = File(f"/usr/share/doc/{name}/STANDIN", _standin_note(name, version).encode())
@@ -36,6 +37,7 @@ def package(
         conflicts=conflicts,
         exclusive_group=exclusive_group,
         postinst=postinst,
+        arch_independent=arch_independent,
     )
 
 

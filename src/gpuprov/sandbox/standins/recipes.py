@@ -25,7 +25,7 @@ def _packages(catalogue: Catalogue, fmt: Format) -> list[Package]:
         else:
             packages += drivers.rpm_driver(d)
     for c in catalogue.cuda:
-        packages.append(cuda.cuda_toolkit(c, fmt))
+        packages += cuda.cuda_toolkit(c, fmt)
     for cudnn in catalogue.cudnn:
         packages += cuda.cudnn(cudnn, fmt)
     for n in catalogue.nccl:
