@@ -1,4 +1,4 @@
-"""Roles, playbooks and Molecule scenarios read facts as ansible_facts['...'], never as injected ansible_* names.
+"""Roles, playbooks and Molecule scenarios read facts as ansible_facts['...'], not as injected names.
 
 gpuprov runs Ansible with INJECT_FACTS_AS_VARS off (ansible-core 2.20 deprecates the injected names), so an
 injected name would be undefined there. Every `ansible_` identifier in these files must be a magic or
