@@ -68,7 +68,7 @@ def test_the_check_finds_injected_names() -> None:
         '  ansible.builtin.include_vars: "{{ ansible_os_family }}.yml"\n'
         "  when: hostvars[item]['ansible_default_ipv4'] is defined and ansible_eth0 is defined\n"
         "  loop: \"{{ groups['all'] | map('extract', hostvars, 'ansible_kernel') }}\"\n"
-        "  vars: {ips: \"{{ hostvars[item].ansible_all_ipv4_addresses }}\"}\n"
+        '  vars: {ips: "{{ hostvars[item].ansible_all_ipv4_addresses }}"}\n'
     )
     assert injected_fact_names(text) == [
         (2, "ansible_os_family"),
@@ -82,8 +82,8 @@ def test_the_check_finds_injected_names() -> None:
 def test_the_check_accepts_facts_and_magic_variables() -> None:
     text = (
         "  when: ansible_facts['os_family'] == 'Debian' and not ansible_check_mode\n"
-        "  delegate_to: \"{{ hostvars[item].ansible_host }}\"\n"
-        "  loop: \"{{ ansible_play_hosts }}\"\n"
+        '  delegate_to: "{{ hostvars[item].ansible_host }}"\n'
+        '  loop: "{{ ansible_play_hosts }}"\n'
         "# ansible_distribution\n"
     )
     assert injected_fact_names(text) == []
