@@ -91,7 +91,17 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def sandbox_env(state_dir: Path) -> dict[str, str]:
     # Images and the mirror are cached in the normal cache dir, shared with the demo; sandboxes' own
     # files go to a temporary state dir so the tests never touch a user's sandboxes.
-    return {**os.environ, "GPUPROV_STATE_DIR": str(state_dir)}
+    # Tests that run ansible/ansible-playbook themselves read no ansible.cfg (the checkout's one would
+    # share its fact cache between sandboxes, whose hosts have the same names), and facts are not
+    # injected as variables, as in gpuprov's own runs: roles read ansible_facts['...'].
+    empty_config = state_dir / "ansible.cfg"
+    empty_config.write_text("")
+    return {
+        **os.environ,
+        "GPUPROV_STATE_DIR": str(state_dir),
+        "ANSIBLE_CONFIG": str(empty_config),
+        "ANSIBLE_INJECT_FACT_VARS": "False",
+    }
 
 
 def start_sandbox(name: str, env: dict[str, str], *args: str) -> Sandbox:

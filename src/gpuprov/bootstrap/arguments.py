@@ -2,7 +2,9 @@
 
 Extra variables travel as a dict (runner writes them to its private data dir and passes `-e @file`), never
 as hand-quoted `-e` strings. Ansible is configured through environment variables rather than an
-ansible.cfg, so a user's own ansible.cfg cannot turn host key checking off or slow a run down:
+ansible.cfg, so a user's own ansible.cfg cannot turn host key checking off or slow a run down. The
+repository's ansible.cfg repeats these settings for plain `ansible-playbook` runs from a checkout
+(tests/unit/bootstrap/test_ansible_cfg.py checks that Ansible reads the same values from both):
 
 - ANSIBLE_HOST_KEY_CHECKING=True: ansible-runner turns it off unless told; gpuprov never does.
 - ANSIBLE_PIPELINING=True: a module runs in one SSH round trip instead of four (mkdir, put, chmod, run).
@@ -10,6 +12,9 @@ ansible.cfg, so a user's own ansible.cfg cannot turn host key checking off or sl
 - ANSIBLE_GATHERING=smart with a jsonfile fact cache under gpuprov's state dir: facts are gathered once
   per host and reused by later plays and by runs within FACT_CACHE_TIMEOUT_S.
 - forks = number of hosts (capped): every host works at once, not five at a time.
+- ANSIBLE_INJECT_FACT_VARS=False (the setting INJECT_FACTS_AS_VARS): roles read facts as
+  ansible_facts['...'] only (ansible-core 2.20 deprecates the injected ansible_* names), so a role that
+  still uses one fails here, not later.
 """
 
 from __future__ import annotations
@@ -136,6 +141,7 @@ def envvars() -> dict[str, str]:
         "ANSIBLE_SSH_ARGS": SSH_ARGS,
         "ANSIBLE_GATHERING": "smart",
         "ANSIBLE_CACHE_PLUGIN_TIMEOUT": str(FACT_CACHE_TIMEOUT_S),
+        "ANSIBLE_INJECT_FACT_VARS": "False",
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_NOCOLOR": "True",
         "ANSIBLE_FORCE_COLOR": "False",

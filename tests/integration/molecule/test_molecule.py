@@ -36,6 +36,8 @@ def test_molecule_scenario(scenario: str, tmp_path: Path):
         "ANSIBLE_NOCOLOR": "1",
         "NO_COLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
+        # As in gpuprov's runs: roles read facts as ansible_facts['...'], never the injected names.
+        "ANSIBLE_INJECT_FACT_VARS": "False",
     }
     proc = subprocess.run(
         [str(BIN / "molecule"), "test", "-s", scenario],

@@ -62,6 +62,7 @@ def test_default_arguments(tmp_path: Path, state_dir: Path) -> None:
         "ANSIBLE_SSH_ARGS": "-C -o ControlMaster=auto -o ControlPersist=120s -o ServerAliveInterval=15",
         "ANSIBLE_GATHERING": "smart",
         "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "600",
+        "ANSIBLE_INJECT_FACT_VARS": "False",
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_NOCOLOR": "True",
         "ANSIBLE_FORCE_COLOR": "False",

@@ -24,7 +24,7 @@ def role_vars(*files: str, **settings: str) -> dict[str, object]:
     for name in files:
         raw.update(yaml.safe_load((VARS / name).read_text()))
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    context: dict[str, object] = {**settings, "ansible_kernel": "6.1.0-28-amd64"}
+    context: dict[str, object] = {**settings, "ansible_facts": {"kernel": "6.1.0-28-amd64"}}
 
     def render(value: object) -> object:
         if isinstance(value, str):

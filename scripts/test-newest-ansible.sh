@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The newest-Ansible lane: gpuprov on the newest ansible-core it supports (2.21, with the `ansible` package 14),
+# which needs Python >= 3.12, so it runs in a Debian 13 (python3 3.13) controller container. In it: the unit
+# tests, ansible-lint, `ansible-playbook --syntax-check playbooks/site.yml`, and `gpuprov bootstrap` of a
+# 1-node debian12 sandbox, then its no-op re-run (changed=0). Any DEPRECATION WARNING in the bootstrap output
+# fails the lane. scripts/test.sh runs the whole suite on the host's ansible-core (2.19 on Debian 12) first.
+#
+# The controller image is built with debootstrap + docker import (no registry here) and tagged with a hash
+# of its build steps and the requirements, so it is built once and reused until either changes. The wheels are
+# downloaded on the host (which has PyPI) and installed offline in the rootfs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+SUITE=trixie                     # Debian 13: python3 3.13
+NEWEST=("ansible-core>=2.21,<2.22" "ansible>=14,<15")
+IMAGE_REPOSITORY=gpuprov/controller
+LABEL=gpuprov.controller
+
+bash scripts/setup.sh
+PY=.venv/bin/python
+
+# gpuprov's own dependencies from pyproject.toml (its Ansible replaced by the newest), the test tools the
+# lane runs, and hatchling with editables to install gpuprov itself (editable) offline.
+mapfile -t REQUIREMENTS < <("$PY" - "${NEWEST[@]}" <<'EOF'
+import re, sys, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+name = lambda req: re.match(r"[A-Za-z0-9_.-]+", req).group(0).lower()
+test = {name(r): r for r in project["optional-dependencies"]["test"]}
+deps = [r for r in project["dependencies"] if name(r) not in ("ansible", "ansible-core")]
+wanted = [*sys.argv[1:], *deps, *(test[t] for t in ("pytest", "pytest-timeout", "ansible-lint")), "hatchling", "editables"]
+print("\n".join(wanted))
+EOF
+)
+
+build_image() {
+  local mirror work started=$SECONDS
+  mirror=$("$PY" -c 'from gpuprov.sandbox import images; print(images.debian_mirror())')
+  work=$(mktemp -d /tmp/gpuprov-controller-XXXXXX)
+  # shellcheck disable=SC2064  # expand now: the trap must remove this build's directory
+  trap "rm -rf '$work'" RETURN
+  echo "== building the controller image $IMAGE (first time only, a few minutes)"
+  "$PY" -m pip download -q --disable-pip-version-check --dest "$work/wheels" \
+    --python-version 3.13 --only-binary=:all: "${REQUIREMENTS[@]}" 2>&1 | grep -v "is ignored" || true
+  debootstrap --variant=minbase --include=python3,python3-venv,openssh-client,ca-certificates \
+    "$SUITE" "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
+    || { tail -20 "$work/debootstrap.log" >&2; echo "error: debootstrap $SUITE from $mirror failed" >&2; return 3; }
+  mv "$work/wheels" "$work/rootfs/tmp/wheels"
+  printf '%s\n' "${REQUIREMENTS[@]}" >"$work/rootfs/tmp/requirements.txt"
+  chroot "$work/rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 \
+    /bin/sh -ec 'python3 -m venv /opt/gpuprov
+      /opt/gpuprov/bin/pip install -q --disable-pip-version-check --no-index --find-links /tmp/wheels \
+        -r /tmp/requirements.txt
+      rm -rf /tmp/wheels /tmp/requirements.txt /var/lib/apt/lists/* /var/cache/apt/*.bin'
+  tar -C "$work/rootfs" --numeric-owner -c . | docker import \
+    --change "ENV PATH=/opt/gpuprov/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    --change "ENV LC_ALL=C.UTF-8" --change "LABEL $LABEL=$SUITE" --change 'CMD ["/bin/bash"]' \
+    --message "gpuprov controller, Debian $SUITE, ${NEWEST[*]}" - "$IMAGE" >/dev/null
+  # Older builds of this lane's image (one in use by a container stays).
+  docker image ls --filter "label=$LABEL" --format '{{.Repository}}:{{.Tag}}' | grep -vxF "$IMAGE" \
+    | xargs -r docker image rm >/dev/null 2>&1 || true
+  echo "== built $IMAGE in $((SECONDS - started)) s"
+}
+
+# The image's tag: a hash of what it is built from (the build steps above, the suite, the requirements).
+HASH=$({ declare -f build_image; printf '%s\n' "$SUITE" "${REQUIREMENTS[@]}"; } | sha256sum | cut -c1-12)
+IMAGE="$IMAGE_REPOSITORY:$SUITE-$HASH"
+docker image inspect "$IMAGE" >/dev/null 2>&1 || build_image
+
+# A 1-node sandbox of its own, with its own state dir, removed at the end whatever happens.
+NAME="newest-ansible-$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+STATE=$(mktemp -d /tmp/gpuprov-newest-XXXXXX)
+export GPUPROV_STATE_DIR=$STATE
+cleanup() {
+  docker rm -f "gpuprov-$NAME-controller" >/dev/null 2>&1 || true
+  .venv/bin/gpuprov sandbox down --name "$NAME" >/dev/null 2>&1 || true
+  rm -rf "$STATE"
+}
+trap cleanup EXIT
+.venv/bin/gpuprov sandbox up --nodes 1 --os debian12 --name "$NAME"
+INVENTORY=$(.venv/bin/gpuprov sandbox inventory --name "$NAME")
+
+# The controller joins the sandbox's network and sees the state dir (inventory, keys, known_hosts) at the
+# same path; the inventory keeps strict host key checking on. The checkout is copied, never written.
+docker run --rm --name "gpuprov-$NAME-controller" --network "gpuprov-$NAME" \
+  -v "$ROOT:/src:ro" -v "$STATE:$STATE" -e GPUPROV_STATE_DIR="$STATE" -e INVENTORY="$INVENTORY" \
+  "$IMAGE" /bin/bash -euo pipefail -c '
+    mkdir /work
+    tar -C /src --exclude=./.venv --exclude=./.git --exclude=./.cache --exclude=__pycache__ -c . | tar -C /work -x
+    cd /work
+    pip install -q --disable-pip-version-check --no-index --no-deps --no-build-isolation -e .
+    echo "== $(ansible --version | head -1), $(python3 --version)"
+
+    # tests/unit/sandbox builds the sandbox mirror on the host (gpg, apt-ftparchive, torch wheels): no
+    # Ansible in it, and the whole suite runs it.
+    echo "== unit tests (but tests/unit/sandbox)"
+    pytest -q -p no:cacheprovider tests/unit --ignore tests/unit/sandbox
+
+    echo "== ansible-lint (production profile, see .ansible-lint)"
+    ansible-lint -q roles playbooks
+
+    echo "== ansible-playbook --syntax-check (settings from ./ansible.cfg)"
+    ansible-playbook -i localhost, --syntax-check playbooks/site.yml
+
+    echo "== gpuprov bootstrap of a 1-node debian12 sandbox, then its no-op re-run"
+    for run in first again; do
+      if ! gpuprov bootstrap --json "$INVENTORY" >"/tmp/$run.json" 2>"/tmp/$run.err"; then
+        cat "/tmp/$run.err" >&2; echo "error: the $run bootstrap failed" >&2; exit 1
+      fi
+    done
+    python3 - /tmp/again.json <<"EOF"
+import json, sys
+summary = json.load(open(sys.argv[1]))
+changed = {host: h["changed"] for host, h in summary["hosts"].items() if h["changed"]}
+if changed:
+    sys.exit(f"error: the re-run changed something: {changed}")
+print(f"the re-run changed nothing on {len(summary["hosts"])} host(s)")
+EOF
+    if grep -n "DEPRECATION WARNING" /tmp/*.err "$GPUPROV_STATE_DIR"/runs/*/stdout; then
+      echo "error: deprecation warnings in the bootstrap output (above)" >&2; exit 1
+    fi
+    echo "no deprecation warning in either bootstrap"
+  '
+echo "== newest-Ansible lane passed in $SECONDS s"
