@@ -30,7 +30,7 @@ def run_check(
                     "gather_facts": False,
                     "vars_files": [str(VARS)],
                     "vars": {
-                        "ansible_kernel": "5.14.0-427.13.1.el9_4.x86_64",
+                        "ansible_facts": {"kernel": "5.14.0-427.13.1.el9_4.x86_64"},
                         "nvidia_driver_allow_kernel_change": allow,
                         "__nvidia_driver_kernels_before": {"stdout_lines": BEFORE},
                         # The query prints the listing after the install; uname -r is replaced too.
