@@ -114,7 +114,8 @@ list_gpus() {
 }
 
 summary() {
-    date '+%a %b %e %H:%M:%S %Y'
+    # The real timestamp line is padded with 7 spaces (tests/recorded/nvidia-smi/).
+    printf '%s       \n' "$(date '+%a %b %e %H:%M:%S %Y')"
     echo "+-----------------------------------------------------------------------------------------+"
     printf '| NVIDIA-SMI %-22s Driver Version: %-14s CUDA Version: %-8s |\n' \
         "$DRIVER_VERSION" "$DRIVER_VERSION" "$CUDA_VERSION"
@@ -124,7 +125,8 @@ EOF
     for i in $(gpu_indices); do
         pm=On
         [ "$(persistence_mode)" = Enabled ] || pm=Off
-        printf '| %3d  %-28.28s %4s  | %18s %-3s | %20s |\n' "$i" "$GPU_NAME" "$pm" "$(bus_id "$i")" Off 0
+        # "On  |" and "Off |": the persistence word is left-aligned, as in the recordings.
+        printf '| %3d  %-30.30s %-3s | %18s %-3s | %20s |\n' "$i" "$GPU_NAME" "$pm" "$(bus_id "$i")" Off 0
         printf '| N/A   30C    P0%16s / %5s |%11s / %9s |%8s %12s |\n' \
             70W 700W 0MiB "${MEMORY_MIB}MiB" 0% Default
         printf '| %39s | %22s | %20s |\n' "" "" Disabled
