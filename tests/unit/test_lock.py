@@ -105,6 +105,12 @@ def test_os_repository_without_the_locked_cuda_names_what_fits():
         "NVIDIA's ubuntu2004 repository has no CUDA 13.0.2"
     )
     assert lock.os_problems(cuda13, "ubuntu", "22.04") == []
+    # NVIDIA's debian12 repository starts at CUDA 12.3 (its listing's first cuda-12-3 package), so no 12.2.2.
+    cuda122 = with_(driver_branch="535", driver_version="535.216.03", cuda_version="12.2.2")
+    assert lock.os_problems(cuda122, "debian", "12")[0].startswith(
+        "NVIDIA's debian12 repository has no CUDA 12.2.2"
+    )
+    assert lock.os_problems(cuda122, "rocky", "9.4") == []
 
 
 def test_os_check_leaves_other_problems_to_their_checks():
