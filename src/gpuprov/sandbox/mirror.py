@@ -10,10 +10,13 @@ HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points
     pypi/simple/, pypi/wheels/                                        PEP 503 index: CPU torch, its deps, uv
     conda/Miniforge3-*.sh                                             stand-in Miniforge installer (+ .sha256)
 
-The packages are the stand-ins of gpuprov.sandbox.standins. A build happens only when the content hash
-(catalogue, this builder's source, every file of the stand-ins package, wheel spec) has no finished
-directory yet; it is made in a temporary directory next to the final one and renamed into place, so an
-interrupted build leaves nothing half-made.
+The packages are the stand-ins of gpuprov.sandbox.standins. Each repository holds the CUDA toolkits that
+NVIDIA's repository of its name carries (section os_repositories of gpuprov's compatibility table,
+playbooks/vars/gpu_stack_compat.yml) and the cuDNN and NCCL builds for them; the drivers and tools are in
+every one. A build happens only when the content hash (catalogue, each repository's CUDA releases, this
+builder's source, every file of the stand-ins package, wheel spec) has no finished directory yet; it is
+made in a temporary directory next to the final one and renamed into place, so an interrupted build leaves
+nothing half-made.
 """
 
 from __future__ import annotations
@@ -31,17 +34,20 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuprov import console, hosttools, paths
+from gpuprov import console, hosttools, lock, paths
 from gpuprov.errors import EnvironmentProblem, GpuprovError
 from gpuprov.sandbox import rpm_modules, standins
 from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Format, Package, Pin
 from gpuprov.sandbox.standins.keyring import cuda_keyring
 
+# The sandbox's nodes (gpuprov.sandbox.images: debian12, ubuntu22.04, rocky9) use debian12, ubuntu2204 and
+# rhel9, which carry the sandbox lock's CUDA 12.4.1. NVIDIA's ubuntu2404 repository starts after 12.4.1, so
+# its stand-in has no 12.4.1 either; no sandbox node uses it.
 APT_REPOS = ("debian12", "ubuntu2004", "ubuntu2204", "ubuntu2404")
 RPM_REPOS = ("rhel8", "rhel9")
 ARCH_DIR = "x86_64"
@@ -122,25 +128,52 @@ def ensure_mirror_content() -> MirrorContent:
     return ensure_content(CATALOGUE, WHEELS)
 
 
+def repository_cuda(table: Mapping[str, object] | None = None) -> dict[str, frozenset[str]]:
+    """The CUDA toolkit releases NVIDIA's repository of each name carries, from gpuprov's compatibility
+    table (gpuprov.lock reads it; section os_repositories, each entry with its sources)."""
+    carried = (table if table is not None else lock.load_table()).get("os_repositories")
+    repositories: dict[str, frozenset[str]] = {}
+    for repo in (*APT_REPOS, *RPM_REPOS):
+        entry = carried.get(repo) if isinstance(carried, Mapping) else None
+        versions = entry.get("cuda") if isinstance(entry, Mapping) else None
+        if not isinstance(versions, list):
+            raise MirrorBuildError(
+                f"{PURPOSE}: the compatibility table ({lock.table_path()}) lists no CUDA releases for "
+                f"os_repositories.{repo}; add its `cuda` list"
+            )
+        repositories[repo] = frozenset(str(v) for v in versions)
+    return repositories
+
+
 def ensure_content(
-    catalogue: Catalogue, wheels: WheelSpec | None, cache: Path | None = None
+    catalogue: Catalogue,
+    wheels: WheelSpec | None,
+    cache: Path | None = None,
+    repositories: Mapping[str, frozenset[str]] | None = None,
 ) -> MirrorContent:
-    """ensure_mirror_content for any catalogue; wheels=None leaves out the PyPI index (for quick tests)."""
+    """ensure_mirror_content for any catalogue; wheels=None leaves out the PyPI index (for quick tests);
+    repositories (repository_cuda() unless given) says which CUDA releases each repository carries."""
+    carried = dict(repositories) if repositories is not None else repository_cuda()
     mirrors = (cache or paths.cache_dir()) / "mirror"
-    root = mirrors / content_hash(catalogue, wheels)
+    root = mirrors / content_hash(catalogue, wheels, carried)
     if root.is_dir():  # finished: a build appears under its final name only by an atomic rename
         return _reuse(root)
     mirrors.mkdir(parents=True, exist_ok=True)
     with _exclusive(mirrors / ".lock"):
         if root.is_dir():  # another process built it while we waited
             return _reuse(root)
-        return _build(catalogue, wheels, mirrors.parent, root)
+        return _build(catalogue, carried, wheels, mirrors.parent, root)
 
 
-def content_hash(catalogue: Catalogue, wheels: WheelSpec | None) -> str:
-    """First 12 hex of sha256 over the catalogue, builder_sources() and the wheel spec."""
+def content_hash(
+    catalogue: Catalogue, wheels: WheelSpec | None, repositories: Mapping[str, frozenset[str]] | None = None
+) -> str:
+    """First 12 hex of sha256 over the catalogue, each repository's CUDA releases (repository_cuda()
+    unless given), builder_sources() and the wheel spec."""
+    carried = repositories if repositories is not None else repository_cuda()
     digest = hashlib.sha256()
     digest.update(repr(catalogue).encode())
+    digest.update(repr(sorted((repo, sorted(cuda)) for repo, cuda in carried.items())).encode())
     digest.update(repr(wheels).encode())
     for name, source in builder_sources():
         content = source.read_bytes()
@@ -181,7 +214,13 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
 # The build
 
 
-def _build(catalogue: Catalogue, wheels: WheelSpec | None, cache: Path, root: Path) -> MirrorContent:
+def _build(
+    catalogue: Catalogue,
+    repositories: Mapping[str, frozenset[str]],
+    wheels: WheelSpec | None,
+    cache: Path,
+    root: Path,
+) -> MirrorContent:
     console.step("Building sandbox package mirror (first time only)")
     started = time.monotonic()
     hosttools.ensure(HOST_TOOLS, PURPOSE)
@@ -194,7 +233,7 @@ def _build(catalogue: Catalogue, wheels: WheelSpec | None, cache: Path, root: Pa
         with ThreadPoolExecutor(max_workers=1) as downloader:
             # The wheel download is mostly waiting and copying: run it beside the package builds.
             download = downloader.submit(_wheelhouse, wheels, cache) if wheels else None
-            _build_repositories(catalogue, work / "staging", out, key)
+            _build_repositories(catalogue, repositories, work / "staging", out, key)
             _write_conda(out / "conda")
             if download is not None:
                 _write_pypi(out / "pypi", download.result())
@@ -208,17 +247,25 @@ def _build(catalogue: Catalogue, wheels: WheelSpec | None, cache: Path, root: Pa
     return MirrorContent(root=root, key_fingerprint=key.fingerprint)
 
 
-def _build_repositories(catalogue: Catalogue, staging: Path, out: Path, key: SigningKey) -> None:
+def _build_repositories(
+    catalogue: Catalogue,
+    repositories: Mapping[str, frozenset[str]],
+    staging: Path,
+    out: Path,
+    key: SigningKey,
+) -> None:
     debs_dir, rpms_dir = staging / "debs", staging / "rpms"
     debs_dir.mkdir(parents=True)
     rpms_dir.mkdir()
     workers = max(2, os.cpu_count() or 2)
+    deb_packages = standins.deb_packages(catalogue)
     rpm_packages = standins.rpm_packages(catalogue)
     with ThreadPoolExecutor(max_workers=workers) as pool:
+        # Every package is built once; each repository links the ones of the releases it carries.
         debs = list(
             pool.map(
                 functools.partial(_build_deb, staging=staging, out_dir=debs_dir),
-                standins.deb_packages(catalogue),
+                deb_packages,
             )
         )
         rpms = list(
@@ -227,24 +274,33 @@ def _build_repositories(catalogue: Catalogue, staging: Path, out: Path, key: Sig
                 rpm_packages,
             )
         )
+        deb_files = _files_by_package(deb_packages, debs)
+        rpm_files = _files_by_package(rpm_packages, rpms)
         # rpmsign signs one file after another; a few batches side by side use the cores.
         list(pool.map(functools.partial(_sign_rpms, key=key), _batches(rpms, workers)))
         # cuda-keyring names its own repository directory: one package per apt repository.
         keyring = _export_keyring(key)
         keyrings = {repo: _build_keyring(repo, keyring, staging / f"keyring-{repo}") for repo in APT_REPOS}
-        repositories = [
-            *(
-                pool.submit(_apt_repository, _repo_dir(out, repo), repo, [*debs, keyrings[repo]], key)
-                for repo in APT_REPOS
-            ),
-            *(
-                pool.submit(_rpm_repository, _repo_dir(out, repo), repo, rpms, rpm_packages, key)
-                for repo in RPM_REPOS
-            ),
-        ]
-        for repository in repositories:
-            repository.result()  # raises what the build of that repository raised
+        builds = []
+        for repo in APT_REPOS:
+            carried = standins.deb_packages(catalogue.carrying(repositories[repo]))
+            files = [*(deb_files[(p.name, p.evr)] for p in carried), keyrings[repo]]
+            builds.append(pool.submit(_apt_repository, _repo_dir(out, repo), repo, files, key))
+        for repo in RPM_REPOS:
+            carried = standins.rpm_packages(catalogue.carrying(repositories[repo]))
+            files = [rpm_files[(p.name, p.evr)] for p in carried]
+            builds.append(pool.submit(_rpm_repository, _repo_dir(out, repo), repo, files, carried, key))
+        for build in builds:
+            build.result()  # raises what the build of that repository raised
     _publish_key(out, key)
+
+
+def _files_by_package(packages: Sequence[Package], files: Sequence[Path]) -> dict[tuple[str, str], Path]:
+    """Built package files by (name, evr); a repository holds one package of each."""
+    by_package = {(p.name, p.evr): f for p, f in zip(packages, files, strict=True)}
+    if len(by_package) != len(packages):
+        raise ValueError("two stand-ins share a name and version")
+    return by_package
 
 
 def _build_keyring(repo: str, keyring: bytes, staging: Path) -> Path:

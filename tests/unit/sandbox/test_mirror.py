@@ -24,8 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from gpuprov import lock
 from gpuprov.errors import EnvironmentProblem, GpuprovError
 from gpuprov.sandbox import mirror, standins
+from gpuprov.sandbox.inventory import SANDBOX_LOCK
 from gpuprov.sandbox.mirror import APT_REPOS, RPM_REPOS, MirrorContent
 from gpuprov.sandbox.standins import CATALOGUE, ContainerToolkitRelease, NcclRelease
 
@@ -181,17 +183,14 @@ def test_packages_list_nvidia_names_at_exact_versions(built: MirrorContent) -> N
     for p in packages:
         versions.setdefault(p["Package"], set()).add(p["Version"])
     assert versions["nvidia-driver-550"] == {"550.127.08-1"}
-    assert versions["libnccl2"] == {
-        "2.19.3-1+cuda12.2",
-        "2.21.5-1+cuda12.4",
-        "2.23.4-1+cuda12.6",
-        "2.26.2-1+cuda12.8",
-    }
-    assert versions["libcudnn8"] == {"8.9.7.29-1+cuda12.2"}
+    # NVIDIA's debian12 repository starts at CUDA 12.3: no 12.2 toolkit, and no cuDNN 8 or NCCL built for it.
+    assert versions["libnccl2"] == {"2.21.5-1+cuda12.4", "2.23.4-1+cuda12.6", "2.26.2-1+cuda12.8"}
+    assert "libcudnn8" not in versions
     assert versions["libcudnn9-dev-cuda-12"] == {"9.5.1.17-1"}
     assert versions["datacenter-gpu-manager"] == {"1:3.3.9"}
     assert versions["nvidia-container-toolkit"] == {"1.17.3-1"}
-    assert {f"cuda-toolkit-12-{m}" for m in (2, 4, 6, 8)} <= versions.keys()
+    assert {f"cuda-toolkit-12-{m}" for m in (4, 6, 8)} <= versions.keys()
+    assert "cuda-toolkit-12-2" not in versions
     # Ubuntu's shape (canonical/nvidia-graphics-drivers, debian/templates/control.in): the headless
     # metapackage names its two parts without a version, they pin the rest at theirs.
     headless = next(p for p in packages if p["Package"] == "nvidia-headless-550-open")
@@ -218,7 +217,7 @@ def test_packages_list_nvidia_names_at_exact_versions(built: MirrorContent) -> N
     )
     # NVIDIA's config packages are Architecture all and carry the runtime's version; the toolkit depends
     # on them unversioned, so apt takes the newest, as with NVIDIA's repository.
-    assert versions["cuda-toolkit-config-common"] == {"12.2.140-1", "12.4.127-1", "12.6.77-1", "12.8.90-1"}
+    assert versions["cuda-toolkit-config-common"] == {"12.4.127-1", "12.6.77-1", "12.8.90-1"}
     toolkit = next(p for p in packages if p["Package"] == "cuda-toolkit-12-4")
     assert toolkit["Depends"] == "cuda-toolkit-config-common, cuda-toolkit-12-config-common"
     independent = {"cuda-toolkit-config-common", "cuda-toolkit-12-config-common", "cuda-keyring"}
@@ -255,7 +254,8 @@ def test_apt_installs_from_the_flat_repository_over_http(
         )
     }
     nccl = run("apt-cache", *options, "madison", "libnccl2").stdout
-    assert "2.21.5-1+cuda12.4" in nccl and "2.19.3-1+cuda12.2" in nccl
+    assert "2.21.5-1+cuda12.4" in nccl and "2.23.4-1+cuda12.6" in nccl
+    assert "+cuda12.2" not in nccl  # debian12 carries no CUDA 12.2
 
 
 @pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt")
@@ -498,7 +498,8 @@ def test_rpms_carry_nvidia_names_and_versions(rpms: list[Path]) -> None:
         "nvidia-container-toolkit-base 0:1.17.3-1 x86_64",
     ):
         assert expected in found
-    assert len(found) == len(rpms) == len(standins.rpm_packages(CATALOGUE))
+    carried = CATALOGUE.carrying(mirror.repository_cuda()["rhel9"])
+    assert len(found) == len(rpms) == len(standins.rpm_packages(carried))
 
 
 def test_rpms_are_signed_and_verify_after_importing_the_key(
@@ -561,6 +562,112 @@ def test_dnf_installs_with_package_and_metadata_signatures_checked(
     assert refused.returncode != 0 and "module_stream_switch" in refused.stderr
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert os.readlink(tmp_path / "root/usr/lib64/libcuda.so.1") == "libcuda.so.550.127.08"
+
+
+# --------------------------------------------------------------------------------------------------------
+# What each repository carries: the CUDA releases of NVIDIA's repository of that name
+
+
+def _repository_versions(content: MirrorContent, name: str) -> dict[str, set[str]]:
+    """Package name -> versions (apt: Version; rpm: version-release) in one repository."""
+    versions: dict[str, set[str]] = {}
+    if name in APT_REPOS:
+        for p in paragraphs(repo(content, name) / "Packages"):
+            versions.setdefault(p["Package"], set()).add(p["Version"])
+        return versions
+    rpm_files = sorted(repo(content, name).glob("*.rpm"))
+    query = run("rpm", "-qp", "--qf", r"%{NAME} %{VERSION}-%{RELEASE}\n", *rpm_files).stdout
+    for line in query.splitlines():
+        package, version = line.split()
+        versions.setdefault(package, set()).add(version)
+    return versions
+
+
+@pytest.mark.parametrize("name", [*APT_REPOS, *RPM_REPOS])
+def test_each_repository_carries_the_cuda_releases_the_table_lists_for_it(
+    built: MirrorContent, name: str
+) -> None:
+    """os_repositories of the compatibility table (read here directly, not through the mirror) decides, for
+    the releases the catalogue has, which toolkits each repository holds and which CUDA minors its cuDNN 8
+    and NCCL builds are for."""
+    listed = set(lock.load_table()["os_repositories"][name]["cuda"])
+    expected = {c.version for c in CATALOGUE.cuda if c.version in listed}
+    versions = _repository_versions(built, name)
+    toolkits = {
+        v.rsplit("-", 1)[0]
+        for package, vs in versions.items()
+        if re.fullmatch(r"cuda-toolkit-\d+-\d+", package)
+        for v in vs
+    }
+    assert toolkits == expected
+    minors = {".".join(v.split(".")[:2]) for v in expected}
+    builds = {
+        m
+        for package in ("libnccl2", "libnccl", "libcudnn8")
+        for v in versions.get(package, set())
+        for m in re.findall(r"cuda(\d+\.\d+)$", v)
+    }
+    assert builds and builds <= minors
+    assert {n.cuda for n in CATALOGUE.nccl if n.cuda in minors} <= builds
+
+
+def test_debian12_has_no_cuda_12_2_builds(built: MirrorContent) -> None:
+    """NVIDIA's debian12 repository starts at CUDA 12.3 (see os_repositories.debian12)."""
+    versions = _repository_versions(built, "debian12")
+    assert "cuda-toolkit-12-2" not in versions
+    assert "libcudnn8" not in versions
+    assert not any("+cuda12.2" in v for v in versions["libnccl2"] | versions["libnccl-dev"])
+    assert "cuda-toolkit-12-2" in _repository_versions(built, "ubuntu2204")  # which does carry it
+
+
+@pytest.mark.parametrize("name", ["debian12", "ubuntu2204", "rhel9"])
+def test_the_sandbox_nodes_repositories_hold_the_sandbox_lock(built: MirrorContent, name: str) -> None:
+    """The repositories of the sandbox's debian12, ubuntu22.04 and rocky9 nodes."""
+    lock_ = SANDBOX_LOCK
+    versions = _repository_versions(built, name)
+    toolkit = "cuda-toolkit-" + "-".join(lock_["cuda_version"].split(".")[:2])
+    assert f"{lock_['cuda_version']}-1" in versions[toolkit]
+    assert f"{lock_['cudnn_version']}-1" in versions["libcudnn9-cuda-12"]
+    nccl = "libnccl2" if name in APT_REPOS else "libnccl"
+    assert f"{lock_['nccl_version']}-1+cuda12.4" in versions[nccl]
+    driver = {"debian12": "nvidia-driver-cuda", "ubuntu2204": "nvidia-headless-550-open"}.get(
+        name, "nvidia-driver"
+    )
+    assert f"{lock_['driver_version']}-1" in versions[driver]
+
+
+def test_ubuntu2404_starts_after_the_sandbox_lock_cuda(built: MirrorContent) -> None:
+    """NVIDIA's ubuntu2404 repository has no CUDA 12.2/12.4; no sandbox node uses it."""
+    versions = _repository_versions(built, "ubuntu2404")
+    assert "cuda-toolkit-12-4" not in versions and "cuda-toolkit-12-2" not in versions
+    assert versions["cuda-toolkit-12-6"] == {"12.6.3-1"}
+
+
+def test_carrying_keeps_the_builds_for_the_carried_cuda_only() -> None:
+    only_12_4 = CATALOGUE.carrying({"12.4.1"})
+    assert [c.version for c in only_12_4.cuda] == ["12.4.1"]
+    assert [(c.version, c.cuda) for c in only_12_4.cudnn] == [("9.5.1.17", "12")]  # cuDNN 9: per CUDA major
+    assert [(n.version, n.cuda) for n in only_12_4.nccl] == [("2.21.5", "12.4")]
+    assert only_12_4.drivers == CATALOGUE.drivers and only_12_4.dcgm == CATALOGUE.dcgm
+    assert CATALOGUE.carrying(set()).cudnn == ()
+
+
+def test_repository_cuda_reads_the_table_and_refuses_a_missing_repository() -> None:
+    table = lock.load_table()
+    carried = mirror.repository_cuda(table)
+    assert carried["debian12"] == frozenset(table["os_repositories"]["debian12"]["cuda"])
+    assert "12.2.2" not in carried["debian12"] and "12.2.2" in carried["rhel9"]
+    without = {"os_repositories": {k: v for k, v in table["os_repositories"].items() if k != "ubuntu2004"}}
+    with pytest.raises(GpuprovError, match=r"os_repositories\.ubuntu2004"):
+        mirror.repository_cuda(without)
+
+
+def test_content_hash_follows_the_repositories_cuda() -> None:
+    carried = mirror.repository_cuda()
+    base = mirror.content_hash(CATALOGUE, None, carried)
+    assert mirror.content_hash(CATALOGUE, None) == base
+    more = {**carried, "debian12": carried["debian12"] | {"12.2.2"}}
+    assert mirror.content_hash(CATALOGUE, None, more) != base
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,20 @@ class Catalogue:
     nccl: tuple[NcclRelease, ...]
     dcgm: tuple[DcgmRelease, ...]
     container_toolkit: tuple[ContainerToolkitRelease, ...]
+
+    def carrying(self, cuda_versions: Collection[str]) -> Catalogue:
+        """The rows one NVIDIA repository holds when it carries these CUDA toolkits: only those toolkits,
+        and only the cuDNN and NCCL builds made for their CUDA (cuDNN 9 per CUDA major, cuDNN 8 and NCCL
+        per CUDA minor: "+cuda12.2"). A repository without a CUDA minor has no builds for it. Drivers,
+        DCGM and the container toolkit do not depend on the CUDA release and stay."""
+        cuda = tuple(c for c in self.cuda if c.version in cuda_versions)
+        targets = {c.short for c in cuda} | {c.version.split(".")[0] for c in cuda}
+        return replace(
+            self,
+            cuda=cuda,
+            cudnn=tuple(c for c in self.cudnn if c.cuda in targets),
+            nccl=tuple(n for n in self.nccl if n.cuda in targets),
+        )
 
 
 # To add a release, append a row to its tuple with NVIDIA's exact version strings (from the real
