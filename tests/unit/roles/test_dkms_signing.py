@@ -5,16 +5,14 @@ mok_certificate and /etc/dkms/framework.conf.d/ only from 3.0.4 on (dell/dkms, t
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from gpuprov import resources
+from tests.unit.roles.local_play import run_play
 
 TASKS = resources.data_dir("roles") / "nvidia_driver" / "tasks" / "dkms-signing.yml"
 
@@ -26,20 +24,8 @@ def check(tmp_path: Path, dkms_says: str) -> subprocess.CompletedProcess[str]:
         if t["name"].startswith(("Note the DKMS", "Refuse a DKMS"))
     ]
     assert len(tasks) == 2
-    (tmp_path / "play.yml").write_text(
-        yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}], sort_keys=False)
-    )
-    extra = {
-        "__nvidia_driver_dkms_version_out": {"rc": 0, "stdout": dkms_says, "stderr": ""},
-        "ansible_python_interpreter": sys.executable,
-    }
-    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local"]
-    return subprocess.run(
-        [*command, str(tmp_path / "play.yml"), "-e", json.dumps(extra)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
+    return run_play(
+        tmp_path, tasks, {"__nvidia_driver_dkms_version_out": {"rc": 0, "stdout": dkms_says, "stderr": ""}}
     )
 
 

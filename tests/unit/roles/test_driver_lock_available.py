@@ -4,17 +4,12 @@ it exists for: nvidia_driver_source: ubuntu, where Ubuntu's archive offers only 
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-import yaml
-
 from gpuprov import resources
+from tests.unit.roles.local_play import role_task, run_play
 
-BIN = Path(sys.executable).parent
 TASKS = resources.data_dir("roles") / "nvidia_driver" / "tasks" / "setup-Debian.yml"
 ARCHIVE = "http://archive.ubuntu.com/ubuntu jammy-updates/restricted amd64 Packages"
 NVIDIA = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64  Packages"
@@ -23,24 +18,14 @@ NVIDIA = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x8
 def check(
     tmp_path: Path, source: str, packages: list[str], madison: list[str]
 ) -> subprocess.CompletedProcess[str]:
-    task = next(t for t in yaml.safe_load(TASKS.read_text()) if t["name"].startswith("Refuse a lock"))
-    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]
-    (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    task = role_task("nvidia_driver", "setup-Debian.yml", "Refuse a lock")
     extra = {
         "nvidia_driver_version": "550.127.08",
         "nvidia_driver_source": source,
         "__nvidia_driver_packages": packages,
         "__nvidia_driver_madison": {"stdout_lines": madison},
-        "ansible_python_interpreter": sys.executable,
     }
-    command = [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(tmp_path / "play.yml")]
-    return subprocess.run(
-        [*command, "-e", json.dumps(extra)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
-    )
+    return run_play(tmp_path, [task], extra)
 
 
 def test_canonicals_newest_build_does_not_meet_an_nvidia_lock(tmp_path: Path) -> None:

@@ -4,15 +4,15 @@ kernel-devel-matched) is told apart from a real drift, and each message says wha
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-from gpuprov import resources
+import yaml
 
-BIN = Path(sys.executable).parent
+from gpuprov import resources
+from tests.unit.roles.local_play import run_play
+
 TASKS = resources.data_dir("roles") / "nvidia_driver" / "tasks" / "kernel-drift.yml"
 VARS = resources.data_dir("roles") / "nvidia_driver" / "vars" / "RedHat-9.yml"
 BEFORE = ["kernel-core 5.14.0-427.13.1.el9_4"]
@@ -21,50 +21,25 @@ BEFORE = ["kernel-core 5.14.0-427.13.1.el9_4"]
 def run_check(
     tmp_path: Path, after: list[str], running: str, allow: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(
-        json.dumps(
-            [
-                {
-                    "hosts": "localhost",
-                    "gather_facts": False,
-                    "vars_files": [str(VARS)],
-                    "vars": {
-                        "ansible_facts": {"kernel": "5.14.0-427.13.1.el9_4.x86_64"},
-                        "nvidia_driver_allow_kernel_change": allow,
-                        "__nvidia_driver_kernels_before": {"stdout_lines": BEFORE},
-                        # The query prints the listing after the install; uname -r is replaced too.
-                        "__nvidia_driver_kernel_query": "printf '%s\\n' " + " ".join(f"'{a}'" for a in after),
-                    },
-                    "tasks": [{"ansible.builtin.include_tasks": str(TASKS)}],
-                }
-            ]
-        )
-    )
+    play_vars = {
+        **yaml.safe_load(VARS.read_text()),
+        "ansible_facts": {"kernel": "5.14.0-427.13.1.el9_4.x86_64"},
+        "nvidia_driver_allow_kernel_change": allow,
+        "__nvidia_driver_kernels_before": {"stdout_lines": BEFORE},
+        # The query prints the listing after the install; uname -r is replaced too.
+        "__nvidia_driver_kernel_query": "printf '%s\\n' " + " ".join(f"'{a}'" for a in after),
+    }
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     (fake_bin / "uname").write_text(f"#!/bin/sh\necho {running}\n")
     (fake_bin / "uname").chmod(0o755)
     env = {
-        **os.environ,
         "PATH": f"{fake_bin}:{os.environ['PATH']}",
-        "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_LOCALHOST_WARNING": "false",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
     }
-    return subprocess.run(
-        [
-            str(BIN / "ansible-playbook"),
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-            str(playbook),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
+    return run_play(
+        tmp_path, [{"ansible.builtin.include_tasks": str(TASKS)}], {}, play_vars=play_vars, env=env
     )
 
 

@@ -5,40 +5,22 @@ temporary directory; the rebuild tool is a script that counts its calls and fail
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-from gpuprov import resources
-
-BIN = Path(sys.executable).parent
+from tests.unit.roles.local_play import run_play
 
 
 def run_nouveau(tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    playbook = tmp_path / "nouveau.yml"
-    playbook.write_text(
-        "- hosts: localhost\n"
-        "  gather_facts: false\n"
-        "  tasks:\n"
-        "    - ansible.builtin.include_role:\n"
-        "        name: nvidia_driver\n"
-        "        tasks_from: nouveau.yml\n"
-    )
     tool = tmp_path / "update-initramfs"
     extra = {
         "__nvidia_driver_nouveau_blacklist": str(tmp_path / "modprobe.d" / "blacklist-nouveau.conf"),
         "__nvidia_driver_initramfs_stamp": str(tmp_path / "state" / "initramfs-nouveau-blacklist"),
         "__nvidia_driver_initramfs_tools": [{"path": str(tool), "command": [str(tool)]}],
-        "ansible_python_interpreter": sys.executable,
     }
     (tmp_path / "modprobe.d").mkdir(exist_ok=True)
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(resources.data_dir("roles")), "ANSIBLE_NOCOLOR": "1"}
-    command = [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)]
-    return subprocess.run(
-        [*command, "-e", json.dumps(extra)], capture_output=True, text=True, env=env, timeout=300
-    )
+    include = {"ansible.builtin.include_role": {"name": "nvidia_driver", "tasks_from": "nouveau.yml"}}
+    return run_play(tmp_path, [include], extra)
 
 
 def make_tool(tmp_path: Path, exit_code: int) -> None:

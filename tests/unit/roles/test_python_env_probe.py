@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
 from gpuprov import resources
+from tests.unit.roles.local_play import role_task, run_play
 
 PROBE = resources.data_dir("roles") / "python_env" / "files" / "probe.py"
 
@@ -103,25 +102,15 @@ SMI_L = (  # nvidia-smi -L on a 2-GPU host
 
 
 def check_cuda(tmp_path: Path, probed: dict[str, object]) -> subprocess.CompletedProcess[str]:
-    task = next(t for t in yaml.safe_load(VERIFY.read_text()) if t["name"].startswith("Check CUDA starts"))
-    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]
-    (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    task = role_task("python_env", "verify.yml", "Check CUDA starts")
     extra = {
         "python_env_pytorch": True,
         "python_env_path": "/opt/gpuprov/env",
         "__python_env_wheel_tag": "cu124",
         "__python_env_smi": {"rc": 0, "stdout": SMI_L},
         "__python_env_probe": {"stdout": json.dumps(probed)},
-        "ansible_python_interpreter": sys.executable,
     }
-    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local"]
-    return subprocess.run(
-        [*command, str(tmp_path / "play.yml"), "-e", json.dumps(extra)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
-    )
+    return run_play(tmp_path, [task], extra)
 
 
 def test_verify_fails_a_host_where_cuda_cannot_start(tmp_path: Path) -> None:
