@@ -31,7 +31,7 @@ from gpuprov.sandbox import docker, images, inventory, keys, mirror
 LABEL = "gpuprov.sandbox"
 ROLE_LABEL = "gpuprov.role"
 OS_LABEL = "gpuprov.os"
-MIRROR_HASH_LABEL = "gpuprov.mirror.root"
+MIRROR_HASH_LABEL = mirror.SERVED_LABEL
 STATE_LABEL = "gpuprov.state"  # the directory holding the sandbox's files (its login key, its inventory)
 MAX_NODES = 16
 DEFAULT_NODES = 2

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from gpuprov import console, hosttools, lock, paths
 from gpuprov.errors import EnvironmentProblem, GpuprovError
-from gpuprov.sandbox import rpm_modules, standins
+from gpuprov.sandbox import docker, rpm_modules, standins
 from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Format, Package, Pin
 from gpuprov.sandbox.standins.keyring import cuda_keyring
 
@@ -56,7 +56,9 @@ KEY_UID = "gpuprov sandbox mirror (stand-in for NVIDIA CUDA repository)"
 MAINTAINER = "gpuprov sandbox <sandbox@gpuprov.invalid>"
 # Everything in the stand-ins package shapes the packages, so the content hash covers all of it.
 STANDINS_DIR = Path(standins.__file__).parent
-KEEP_MIRRORS = 2  # the newest ones, so a sandbox still serving the previous build keeps its files
+KEEP_MIRRORS = 2  # the newest ones, and any a sandbox still serves (see _prune)
+# The label a sandbox's mirror container carries, naming the mirror directory it serves.
+SERVED_LABEL = "gpuprov.mirror.root"
 
 # Release fields of the apt repositories: Origin and Label are NVIDIA's, so the pin files NVIDIA
 # publishes ("Pin: release l=NVIDIA CUDA") work against the mirror unchanged; Description says what it is.
@@ -242,7 +244,7 @@ def _build(
     finally:
         shutil.rmtree(work, ignore_errors=True)
         _stop_gpg_agent(key.home)
-    _prune(root.parent, keep=KEEP_MIRRORS)
+    _prune(root.parent, keep=KEEP_MIRRORS, served=served_mirrors())
     console.success(f"Built sandbox package mirror in {time.monotonic() - started:.0f} s: {root}")
     return MirrorContent(root=root, key_fingerprint=key.fingerprint)
 
@@ -337,12 +339,32 @@ def _remove_unfinished(mirrors: Path) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
-def _prune(mirrors: Path, keep: int) -> None:
+def _prune(mirrors: Path, keep: int, served: frozenset[Path]) -> None:
+    """Remove all but the KEEP newest mirrors, never one a sandbox's mirror container still serves (a
+    sandbox made by another gpuprov version, or before a stand-in changed, would answer 404 for
+    everything)."""
     finished = [d for d in mirrors.iterdir() if d.is_dir() and re.fullmatch(r"[0-9a-f]{12}", d.name)]
     finished.sort(key=lambda d: d.stat().st_mtime, reverse=True)
     for old in finished[keep:]:
+        if old in served:
+            continue
         console.detail(f"removing old sandbox mirror {old}")
         shutil.rmtree(old, ignore_errors=True)
+
+
+def served_mirrors() -> frozenset[Path]:
+    """The mirror directories that sandbox mirror containers (running or stopped) serve, from their
+    SERVED_LABEL; empty where the Docker engine cannot be asked."""
+    try:
+        proc = docker.run(
+            "ps", "-a", "--filter", f"label={SERVED_LABEL}", "--format", f'{{{{.Label "{SERVED_LABEL}"}}}}',
+            check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    if proc.returncode != 0:
+        return frozenset()
+    return frozenset(Path(line) for line in proc.stdout.split() if line)
 
 
 def _run(

@@ -829,3 +829,38 @@ def test_torch_installs_from_the_mirror_index_into_a_fresh_venv(
         assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
     version = run(venv / "bin/python", "-c", "import torch; print(torch.__version__)", env=isolated)
     assert version.stdout.strip() == "2.13.0+cpu"
+
+
+def test_pruning_keeps_the_newest_mirrors_and_every_one_a_sandbox_serves(tmp_path: Path) -> None:
+    # Oldest first: mtimes 1..5. A sandbox made before the last two builds still serves the oldest.
+    built = [tmp_path / f"{n:012x}" for n in range(1, 6)]
+    for age, root in enumerate(built, start=1):
+        root.mkdir()
+        os.utime(root, (age, age))
+    (tmp_path / "build-unfinished").mkdir()  # not a finished mirror's name: never touched here
+    mirror._prune(tmp_path, keep=2, served=frozenset({built[0]}))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [built[0].name, built[3].name, built[4].name, "build-unfinished"]
+    )
+
+
+def test_served_mirrors_are_read_from_the_mirror_containers_label(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[str, ...]] = []
+
+    def fake_docker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        asked.append(args)
+        return subprocess.CompletedProcess(args, 0, "/c/mirror/aaaaaaaaaaaa\n/c/mirror/bbbbbbbbbbbb\n", "")
+
+    monkeypatch.setattr(mirror.docker, "run", fake_docker)
+    assert mirror.served_mirrors() == {Path("/c/mirror/aaaaaaaaaaaa"), Path("/c/mirror/bbbbbbbbbbbb")}
+    assert asked == [
+        ("ps", "-a", "--filter", "label=gpuprov.mirror.root", "--format", '{{.Label "gpuprov.mirror.root"}}')
+    ]
+
+
+def test_served_mirrors_is_empty_when_docker_cannot_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_engine(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(args, 1, "", "Cannot connect to the Docker daemon")
+
+    monkeypatch.setattr(mirror.docker, "run", no_engine)
+    assert mirror.served_mirrors() == frozenset()
