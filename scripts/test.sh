@@ -11,6 +11,7 @@ bash scripts/setup.sh
 echo "== ruff"
 .venv/bin/ruff check src tests benchmarks examples
 .venv/bin/ruff format --check src tests benchmarks examples
+echo "== mypy (strict, see pyproject.toml)" && .venv/bin/mypy
 echo "== ansible-lint (production profile, see .ansible-lint)" && .venv/bin/ansible-lint roles playbooks
 
 echo "== pytest"

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import paramiko
 
@@ -610,13 +610,13 @@ class Unreachable(GpuprovError):
     """No SSH session: the host did not answer, or refused our key."""
 
 
-class _RecordingReject(paramiko.RejectPolicy):  # type: ignore[misc]
+class _RecordingReject(paramiko.RejectPolicy):
     """Strict host key checking that keeps the key it refused, so the error can show its fingerprint."""
 
     def __init__(self) -> None:
         self.refused: paramiko.PKey | None = None
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
         self.refused = key
         super().missing_host_key(client, hostname, key)
 
@@ -674,12 +674,13 @@ def connect(host: Host, timeout: float = 10) -> paramiko.SSHClient:
     except paramiko.SSHException as exc:
         client.close()
         if policy.refused is not None:
-            key = policy.refused
+            offered = policy.refused
             raise HostKeyProblem(
-                f"{host.label}: host key unknown: the server offers {key.get_name()} {key.fingerprint}, "
+                f"{host.label}: host key unknown: the server offers "
+                f"{offered.get_name()} {offered.fingerprint}, "
                 f"which is not in {host.known_hosts}; "
                 "if that fingerprint is the host's (ask its administrator), run: "
-                f"ssh-keyscan -p {host.port} -t {_keyscan_type(key)} {host.address} >> {host.known_hosts}"
+                f"ssh-keyscan -p {host.port} -t {_keyscan_type(offered)} {host.address} >> {host.known_hosts}"
             ) from None
         if "protocol banner" in str(exc):
             raise Unreachable(

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 TABLE_FILE = Path("vars") / "gpu_stack_compat.yml"  # relative to the playbooks directory
 TABLE_KEY = "gpu_stack_compat"

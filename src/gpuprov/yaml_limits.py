@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 MAX_DEPTH = 100  # levels of nested mappings and lists
 MAX_NODES = 200_000  # values, with every alias counted as the whole tree it stands for
@@ -67,7 +67,7 @@ def check_text(text: str) -> str | None:
                 if event.anchor:
                     sizes[event.anchor] = (1, 0)
             elif isinstance(event, yaml.AliasEvent):
-                size, below = sizes.get(event.anchor, (1, 0))
+                size, below = sizes.get(event.anchor or "", (1, 0))
                 nodes += size
                 if len(stack) + below > MAX_DEPTH:
                     raise TooLarge(

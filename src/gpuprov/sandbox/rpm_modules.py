@@ -27,7 +27,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 from gpuprov.sandbox.standins import Package
 
