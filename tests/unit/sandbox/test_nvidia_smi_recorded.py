@@ -1,7 +1,8 @@
-"""The stand-in nvidia-smi against recorded output of the real one (tests/recorded/nvidia-smi/).
+"""The stand-in nvidia-smi against recorded output of the real one (tests/recorded/nvidia-smi/, SOURCES.md).
 
-The stand-in runs configured like the recorded machine; what must agree is the layout (header lines,
-column borders, where each value starts or ends), not the live values (temperatures, power, usage).
+The stand-in runs configured like the recorded machine (driver, CUDA, GPU name, memory, persistence mode);
+what must agree is the layout of each branch (header lines, column borders, where each value starts or
+ends) and the format of each field, not the live values (temperatures, power, usage, serial numbers).
 """
 
 from __future__ import annotations
@@ -9,32 +10,77 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from gpuprov.sandbox.standins.catalogue import DriverRelease
 from gpuprov.sandbox.standins.drivers import _nvidia_smi
 
 RECORDED = Path(__file__).parents[2] / "recorded" / "nvidia-smi"
 PM_STATE = "/run/gpuprov-standin/persistence-mode"
+TIMESTAMP = r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}"
+UUID = r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
-def stand_in(tmp_path: Path, driver: DriverRelease, conf: str, persistence: bool) -> Path:
+@dataclass(frozen=True)
+class Machine:
+    """The recorded machine, as the stand-in's configuration; the driver version ends the file's name."""
+
+    file: str
+    cuda: str
+    gpus: int
+    name: str
+    memory_mib: int
+    persistence: bool
+
+    @property
+    def driver(self) -> DriverRelease:
+        return release(self.file.rsplit("-", 1)[1], self.cuda)
+
+    @property
+    def conf(self) -> str:
+        return f'GPU_COUNT={self.gpus}\nGPU_NAME="{self.name}"\nMEMORY_MIB={self.memory_mib}\n'
+
+
+def release(version: str, cuda: str) -> DriverRelease:
+    return DriverRelease(branch=version.split(".")[0], version=version, cuda=cuda)
+
+
+SUMMARIES = [
+    Machine("summary-1xA10G-535.247.01", "12.2", 1, "NVIDIA A10G", 23028, False),
+    Machine("summary-8xH100-535.129.03", "12.2", 8, "NVIDIA H100 80GB HBM3", 81559, True),
+    Machine("summary-2xQuadroRTX4000-535.129.03", "12.2", 2, "Quadro RTX 4000", 8192, False),
+    Machine("summary-8xH100-550.90.07", "12.4", 8, "NVIDIA H100 80GB HBM3", 81559, True),
+    Machine("summary-1xRTX3080-550.78", "12.4", 1, "NVIDIA GeForce RTX 3080", 10240, False),
+    Machine("summary-1xP4-550.135", "12.4", 1, "Tesla P4", 8192, False),
+    Machine("summary-1xL4-570.133.20", "12.8", 1, "NVIDIA L4", 23034, True),
+    Machine("summary-1xRTX5090-570.124.06", "12.8", 1, "NVIDIA GeForce RTX 5090", 32607, True),
+    Machine("summary-1xT4-580.105.08", "13.0", 1, "Tesla T4", 15360, True),
+    Machine("summary-2xA100-580.126.09", "13.0", 2, "NVIDIA A100-SXM4-40GB", 40960, True),
+]
+
+
+def stand_in(tmp_path: Path, machine: Machine) -> Path:
     # The persistence-mode state file moves under tmp_path so the test can switch it without root.
     state = tmp_path / "persistence-mode"
-    if persistence:
+    if machine.persistence:
         state.touch()
-    script = _nvidia_smi(driver).content.decode()
+    script = _nvidia_smi(machine.driver).content.decode()
     assert f"PM_STATE={PM_STATE}\n" in script
     tool = tmp_path / "nvidia-smi"
     tool.write_text(script.replace(f"PM_STATE={PM_STATE}\n", f"PM_STATE={state}\n"))
     tool.chmod(0o755)
-    (tmp_path / "gpus.conf").write_text(conf)
+    (tmp_path / "gpus.conf").write_text(machine.conf)
     return tool
 
 
-def run(tool: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(tool: Path, *args: str) -> str:
     env = {**os.environ, "GPUPROV_STANDIN_GPUS_CONF": str(tool.parent / "gpus.conf")}
-    return subprocess.run([str(tool), *args], capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run([str(tool), *args], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
 
 
 def tokens(line: str) -> list[tuple[int, int]]:
@@ -51,56 +97,157 @@ def same_layout(real: str, ours: str) -> bool:
     return len(a) == len(b) and all(x[0] == y[0] or x[1] == y[1] for x, y in zip(a, b, strict=True))
 
 
-def test_summary_table_has_the_layout_of_an_8x_h100_on_550(tmp_path: Path) -> None:
-    recorded = (RECORDED / "summary-8xH100-550.90.07").read_text().splitlines()
-    tool = stand_in(
-        tmp_path,
-        DriverRelease(branch="550", version="550.90.07", cuda="12.4"),
-        'GPU_COUNT=8\nGPU_NAME="NVIDIA H100 80GB HBM3"\nMEMORY_MIB=81559\n',
-        persistence=True,
-    )
-    proc = run(tool)
-    assert proc.returncode == 0, proc.stderr
-    ours = proc.stdout.splitlines()
+def compare_summary(recorded: list[str], ours: list[str]) -> None:
+    """Line by line as far as the recording goes: the GPU rows by layout, everything else byte for byte."""
+    if re.fullmatch(TIMESTAMP, recorded[0].rstrip()):
+        assert re.fullmatch(TIMESTAMP, ours[0].rstrip())
+        if recorded[0] != recorded[0].rstrip():  # the paste kept the padding
+            assert len(ours[0]) == len(recorded[0])
+        recorded, ours = recorded[1:], ours[1:]
+    else:  # the capture starts at the table
+        ours = ours[1:]
+    in_gpu_rows = False
+    for n, (real, our) in enumerate(zip(recorded, ours, strict=False)):
+        if not real:  # a paste that dropped the empty line's padding
+            assert not our.strip(), f"line {n}: {our!r}"
+            in_gpu_rows = False
+        elif in_gpu_rows and real.startswith("|"):
+            # The recorded host ran in exclusive-process compute mode, which the stand-in does not simulate.
+            real = real.replace("E. Process", "   Default")
+            assert same_layout(real, our), f"line {n}:\n{real}\n{our}"
+        else:
+            assert our == real, f"line {n}:\n{real!r}\n{our!r}"
+            in_gpu_rows = in_gpu_rows or (real.startswith("|=") and "+" in real)
+            in_gpu_rows = in_gpu_rows and bool(real.strip())
 
-    # The timestamp line: same date format, same trailing padding.
-    assert re.fullmatch(r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}", recorded[0].rstrip())
-    assert re.fullmatch(r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}", ours[0].rstrip())
-    assert len(ours[0]) == len(recorded[0])
 
-    # Header (driver, CUDA, column titles) byte for byte: same driver and CUDA as the recording.
-    assert ours[1:8] == recorded[1:8]
+@pytest.mark.parametrize("machine", SUMMARIES, ids=[m.file for m in SUMMARIES])
+def test_summary_table_has_the_layout_of_the_recorded_branch(tmp_path: Path, machine: Machine) -> None:
+    recorded = (RECORDED / machine.file).read_text().splitlines()
+    ours = run(stand_in(tmp_path, machine)).splitlines()
+    compare_summary(recorded, ours)
 
-    # One block of four lines per GPU, each line laid out like the recorded ones.
-    gpu_rows = [line for line in ours[8:] if line.startswith(("|", "+"))][: 8 * 4]
-    assert len(gpu_rows) == 32
+    # The GPU rows carry the recorded machine's name and persistence mode where the real ones do.
+    pm = "On " if machine.persistence else "Off"
+    first = next(line for line in ours if re.match(r"\|\s+0  ", line))
+    assert first.startswith(f"|   0  {machine.name:<30} {pm} |")
+    assert f"MiB / {machine.memory_mib}MiB |" in re.sub(" +", " ", ours[ours.index(first) + 1])
+
+
+def test_every_gpu_of_an_8_gpu_host_is_laid_out_like_the_recorded_first(tmp_path: Path) -> None:
+    machine = SUMMARIES[3]  # 8x H100, 550.90.07
+    recorded = (RECORDED / machine.file).read_text().splitlines()
+    ours = run(stand_in(tmp_path, machine)).splitlines()
+    rows = [line for line in ours[8:] if line.startswith(("|", "+"))][: 8 * 4]
+    assert len(rows) == 32
     for n in range(8):
-        block, real = gpu_rows[4 * n : 4 * n + 4], recorded[8:12]
-        for real_line, our_line in zip(real, block, strict=True):
-            assert same_layout(real_line, our_line), f"GPU {n}:\n{real_line}\n{our_line}"
-        assert block[0].startswith(f"|   {n}  NVIDIA H100 80GB HBM3          On  |   00000000:")
-        assert "MiB /  81559MiB |" in block[1]
+        for real, our in zip(recorded[8:12], rows[4 * n : 4 * n + 4], strict=True):
+            assert same_layout(real, our), f"GPU {n}:\n{real}\n{our}"
+        assert rows[4 * n].startswith(f"|   {n}  NVIDIA H100 80GB HBM3          On  |   00000000:")
 
 
-def test_summary_table_with_persistence_off_and_the_processes_block_as_on_550(tmp_path: Path) -> None:
-    recorded = [
-        line
-        for line in (RECORDED / "summary-1xRTX3080-550.78").read_text().splitlines()
-        if line.startswith(("|", "+"))
-    ]
-    tool = stand_in(
-        tmp_path,
-        DriverRelease(branch="550", version="550.78", cuda="12.4"),
-        'GPU_COUNT=1\nGPU_NAME="NVIDIA GeForce RTX 3080"\nMEMORY_MIB=10240\n',
-        persistence=False,
-    )
-    proc = run(tool)
-    assert proc.returncode == 0, proc.stderr
-    ours = [line for line in proc.stdout.splitlines() if line.startswith(("|", "+"))]
+@pytest.mark.parametrize(
+    ("branch", "corner", "width", "pid"),
+    [("535", "|", 89, "        PID"), ("550", "|", 91, "        PID"), ("570", "|", 91, "              PID"),
+     ("580", "+", 91, "              PID")],
+)  # fmt: skip
+def test_the_differences_between_branches(branch: str, corner: str, width: int, pid: str) -> None:
+    """What tells the branches apart in the recordings, stated once so a regression reads plainly."""
+    script = _nvidia_smi(DriverRelease(branch=branch, version=f"{branch}.1.2", cuda="12.2")).content.decode()
+    assert f"\n{corner}-----------------------------------------+" in script
+    assert "\n+" + "-" * (width - 2) + "+\n" in script
+    assert f"|  GPU   GI   CI{pid}   Type   Process name" in script
 
+
+# -q, --query-gpu and -L
+
+
+QUERIES = [
+    Machine("query-1xV100-535.86.10", "12.2", 1, "Tesla V100-PCIE-16GB", 16384, False),
+    Machine("query-1xA40-550.127.05", "12.4", 1, "NVIDIA A40", 46068, True),
+    Machine("query-1xRTX5090-570.124.06", "12.8", 1, "NVIDIA GeForce RTX 5090", 32607, True),
+]
+
+
+def fields(text: str) -> dict[str, str]:
+    """`label : value` lines of -q output, keyed by the label with its indentation."""
+    lines = re.finditer(r"(?m)^(?P<label> *\S[^:\n]*?) +: (?P<value>.*)$", text)
+    return {m["label"]: m["value"] for m in lines}
+
+
+@pytest.mark.parametrize("machine", QUERIES, ids=[m.file for m in QUERIES])
+def test_query_prints_the_recorded_fields_in_their_format(tmp_path: Path, machine: Machine) -> None:
+    recorded = (RECORDED / machine.file).read_text()
+    ours = run(stand_in(tmp_path, machine), "-q")
+
+    # The same head: an empty line, the banner, the versions, the GPU count, the GPU's bus id.
+    real_lines = [line for line in recorded.splitlines() if not line.startswith("[HAMI-core")]
+    our_lines = ours.splitlines()
+    assert our_lines[:3] == real_lines[:3] == ["", "==============NVSMI LOG==============", ""]
+    assert re.fullmatch(rf"Timestamp {{33}}: {TIMESTAMP}", our_lines[3])
+    assert our_lines[4:7] == real_lines[4:7]  # Driver Version, CUDA Version: the same as recorded
+    assert our_lines[7].split(":")[0] == real_lines[7].split(":")[0]  # Attached GPUs
+    assert re.fullmatch(r"GPU [0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-9A-F]", our_lines[8])
+    assert re.fullmatch(r"GPU [0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-9A-F]", real_lines[8])
+
+    # Each field the stand-in prints is a real field: same label, same indentation, same column, and a
+    # value of the recorded form.
+    real, mine = fields(recorded), fields(ours)
+    assert list(mine) == [
+        "Timestamp", "Driver Version", "CUDA Version", "Attached GPUs",
+        "    Product Name", "    Persistence Mode", "    GPU UUID", "    Minor Number",
+    ]  # fmt: skip
+    assert set(mine) <= set(real)
+    real_order = [label for label in real if label in mine]
+    assert real_order == list(mine)
+    for label, value in mine.items():
+        assert f"\n{label:<42}: {value}\n" in f"\n{ours}"
+    assert mine["    Product Name"] == real["    Product Name"]
+    assert mine["    Persistence Mode"] == real["    Persistence Mode"]
+    assert re.fullmatch(UUID, mine["    GPU UUID"]) and re.fullmatch(UUID, real["    GPU UUID"])
+
+
+def test_query_gpu_csv_has_the_recorded_header_and_fields(tmp_path: Path) -> None:
+    recorded = (RECORDED / "csv-2xGPU-570.86.15").read_text().splitlines()
+    machine = Machine("csv-2xGPU-570.86.15", "12.8", 2, "NVIDIA TITAN V", 12288, False)
+    tool = stand_in(tmp_path, machine)
+    query = "--query-gpu=compute_cap,compute_mode,driver_version,name,index"
+    ours = run(tool, query, "--format=csv").splitlines()
+
+    assert ours[0] == recorded[0]  # the header names the fields as asked, joined by ", "
     assert len(ours) == len(recorded)
-    assert ours[:7] == recorded[:7]  # header
-    for real_line, our_line in zip(recorded[7:11], ours[7:11], strict=True):
-        assert same_layout(real_line, our_line), f"\n{real_line}\n{our_line}"
-    assert ours[7].startswith("|   0  NVIDIA GeForce RTX 3080        Off |   00000000:")
-    assert ours[11:] == recorded[11:]  # the Processes block, byte for byte
+    for real, our in zip(recorded[1:], ours[1:], strict=True):
+        real_fields, our_fields = real.split(", "), our.split(", ")
+        assert len(our_fields) == len(real_fields) == 5
+        assert re.fullmatch(r"\d+\.\d", our_fields[0]) and re.fullmatch(r"\d+\.\d", real_fields[0])
+        assert our_fields[1:3] == real_fields[1:3]  # Default, the driver version
+        assert our_fields[4] == real_fields[4]  # the index
+    assert run(tool, query, "--format=csv,noheader").splitlines() == ours[1:]
+
+
+LISTS = [
+    Machine("list-2xGPU-570.86.15", "12.8", 2, "NVIDIA TITAN V", 12288, False),
+    Machine("list-2xQuadroRTX4000-535.129.03", "12.2", 2, "Quadro RTX 4000", 8192, False),
+]
+
+
+@pytest.mark.parametrize("machine", LISTS, ids=[m.file for m in LISTS])
+def test_list_has_the_recorded_form(tmp_path: Path, machine: Machine) -> None:
+    recorded = (RECORDED / machine.file).read_text().splitlines()
+    ours = run(stand_in(tmp_path, machine), "-L").splitlines()
+    assert len(ours) == len(recorded)
+    for n, (real, our) in enumerate(zip(recorded, ours, strict=True)):
+        assert re.fullmatch(rf"GPU {n}: .+ \(UUID: {UUID}\)", real)
+        assert re.fullmatch(rf"GPU {n}: {machine.name} \(UUID: {UUID}\)", our)
+
+
+def test_query_head_has_the_labels_of_a_580_recording(tmp_path: Path) -> None:
+    """The 580 recording comes from a vGPU host driver (its CUDA Version reads "Not Found" and it adds a vGPU
+    line), so only the labels and their column are compared."""
+    recorded = fields((RECORDED / "query-d-MEMORY-PERFORMANCE-4xRTXPRO6000-580.105.06").read_text())
+    machine = Machine("q-580.105.06", "13.0", 4, "NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, True)
+    ours = fields(run(stand_in(tmp_path, machine), "-q"))
+    for label in ("Timestamp", "Driver Version", "CUDA Version", "Attached GPUs"):
+        assert label in recorded and label in ours
+    assert ours["Driver Version"] == recorded["Driver Version"]
+    assert ours["Attached GPUs"] == recorded["Attached GPUs"]

@@ -9,7 +9,9 @@ import subprocess
 import pytest
 
 from gpuprov.sandbox import standins
-from gpuprov.sandbox.standins.shell import PROGRAMS, program
+from gpuprov.sandbox.standins.catalogue import DriverRelease
+from gpuprov.sandbox.standins.drivers import _nvidia_smi
+from gpuprov.sandbox.standins.shell import GPUS_CONF, PROGRAMS, program
 
 PROGRAM_FILES = sorted(p.name for p in PROGRAMS.iterdir() if p.name.endswith(".sh"))
 
@@ -54,10 +56,8 @@ def test_installed_programs_are_filled_in_whole():
 
 
 def test_the_gpu_settings_are_included_where_a_program_sources_them():
-    smi = program(
-        "nvidia-smi.sh", VERSION="1", CUDA="2", CONF="/x.conf", TABLE_HEAD="h", TABLE_PROCESSES="p"
-    ).decode()
-    assert 'CONF="${GPUPROV_STANDIN_GPUS_CONF:-/x.conf}"\n' in smi
+    smi = _nvidia_smi(DriverRelease(branch="550", version="550.1.2", cuda="12.4")).content.decode()
+    assert f'CONF="${{GPUPROV_STANDIN_GPUS_CONF:-{GPUS_CONF}}}"\n' in smi
     assert '\n    . "$CONF"\n    HAVE_GPUS=1\n' in smi
 
 

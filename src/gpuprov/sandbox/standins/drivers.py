@@ -8,6 +8,7 @@ from gpuprov.sandbox.standins.catalogue import DriverRelease
 from gpuprov.sandbox.standins.model import Entry, File, Format, Package, Pin, exact
 from gpuprov.sandbox.standins.parts import library, package, unit
 from gpuprov.sandbox.standins.shell import GPUS_CONF, program
+from gpuprov.sandbox.standins.smi_layout import SmiLayout
 
 
 def deb_driver(d: DriverRelease) -> list[Package]:
@@ -286,13 +287,22 @@ def _driver_libraries(d: DriverRelease, fmt: Format) -> list[Entry]:
 
 
 def _nvidia_smi(d: DriverRelease) -> File:
+    layout = SmiLayout(int(d.branch))
+    name, usage, mig, border = layout.gpu_formats()
     script = program(
         "nvidia-smi.sh",
         VERSION=d.version,
+        BRANCH=d.branch,
         CUDA=d.cuda,
         CONF=GPUS_CONF,
-        TABLE_HEAD=_smi_table_head(),
-        TABLE_PROCESSES=_smi_table_processes(),
+        TABLE_TOP=layout.top(),
+        HEADER_FORMAT=layout.header_format(),
+        TABLE_HEAD=layout.head(),
+        GPU_NAME_FORMAT=name,
+        GPU_USAGE_FORMAT=usage,
+        GPU_MIG_FORMAT=mig,
+        GPU_BORDER=border,
+        TABLE_PROCESSES=layout.processes(),
     )
     return File("/usr/bin/nvidia-smi", script, 0o755)
 
@@ -363,38 +373,3 @@ def _fabricmanager(d: DriverRelease) -> list[Entry]:
         File("/usr/lib/systemd/system/nvidia-fabricmanager.service", service.encode()),
         File(config, b"# gpuprov sandbox stand-in for the fabric manager configuration\nLOG_LEVEL=4\n"),
     ]
-
-
-# The summary table's fixed parts, around the per-GPU rows nvidia-smi.sh prints.
-
-
-def _smi_table_head() -> str:
-    rows = [  # (left, middle, right), then the corner characters of the row
-        (("-" * 41, "-" * 24, "-" * 22), "|+++"),
-        (
-            (" GPU  Name                 Persistence-M", " Bus-Id          Disp.A", " Volatile Uncorr. ECC"),
-            "||||",
-        ),
-        (
-            (" Fan  Temp   Perf          Pwr:Usage/Cap", "           Memory-Usage", " GPU-Util  Compute M."),
-            "||||",
-        ),
-        (("", "", "               MIG M."), "||||"),
-        (("=" * 41, "=" * 24, "=" * 22), "|++|"),
-    ]
-    return "\n".join(f"{c[0]}{a:<41}{c[1]}{b:<24}{c[2]}{d:<22}{c[3]}" for (a, b, d), c in rows)
-
-
-def _smi_table_processes() -> str:
-    width = 89
-    lines = [
-        " " * (width + 2),
-        "+" + "-" * width + "+",
-        "|" + f" {'Processes:':<{width - 1}}" + "|",
-        "|" + f"  GPU   GI   CI        PID   Type   Process name{'GPU Memory':>{width - 49}} " + "|",
-        "|" + f"        ID   ID{'Usage':>{width - 21}}{'':6}" + "|",
-        "|" + "=" * width + "|",
-        "|" + f"  {'No running processes found':<{width - 2}}" + "|",
-        "+" + "-" * width + "+",
-    ]
-    return "\n".join(lines)

@@ -5,7 +5,8 @@
 #   GPU_COUNT=2
 #   GPU_NAME="NVIDIA H100 80GB HBM3"
 #   MEMORY_MIB=81559
-# Then it answers the summary table, -L, --query-gpu=...,--format=csv[,noheader][,nounits], -i and -pm.
+# Then it answers the summary table (laid out as driver @BRANCH@'s, smi_layout.py), -L, -q (a few fields),
+# --query-gpu=...,--format=csv[,noheader][,nounits], -i and -pm.
 DRIVER_VERSION="@VERSION@"
 CUDA_VERSION="@CUDA@"
 PM_STATE=/run/gpuprov-standin/persistence-mode
@@ -18,9 +19,10 @@ NVIDIA System Management Interface -- v$DRIVER_VERSION (gpuprov sandbox stand-in
 Implemented:
     nvidia-smi                       summary table
     nvidia-smi -L                    list the GPUs
+    nvidia-smi -q                    Product Name, Persistence Mode, GPU UUID and Minor Number of each GPU
     nvidia-smi --query-gpu=FIELDS --format=csv[,noheader][,nounits]
         FIELDS: index count name uuid driver_version pci.bus_id memory.total memory.used
-                memory.free persistence_mode compute_cap utilization.gpu temperature.gpu
+                memory.free persistence_mode compute_cap compute_mode utilization.gpu temperature.gpu
     nvidia-smi -i N ...              only GPU N
     nvidia-smi -pm 0|1               persistence mode
     nvidia-smi --version
@@ -84,6 +86,7 @@ field_value() {
         memory.free) echo "$MEMORY_MIB$MIB" ;;
         persistence_mode) persistence_mode ;;
         compute_cap) echo "$COMPUTE_CAP" ;;
+        compute_mode) echo Default ;;
         utilization.gpu) echo "0$PERCENT" ;;
         temperature.gpu) echo 30 ;;
         *) return 1 ;;
@@ -113,12 +116,19 @@ list_gpus() {
     done
 }
 
+row() {
+    # One line of a GPU's block; the formats are filled in per driver branch (smi_layout.py).
+    fmt=$1
+    shift
+    # shellcheck disable=SC2059
+    printf "$fmt\n" "$@"
+}
+
 summary() {
     # The real timestamp line is padded with 7 spaces (tests/recorded/nvidia-smi/).
     printf '%s       \n' "$(date '+%a %b %e %H:%M:%S %Y')"
-    echo "+-----------------------------------------------------------------------------------------+"
-    printf '| NVIDIA-SMI %-22s Driver Version: %-14s CUDA Version: %-8s |\n' \
-        "$DRIVER_VERSION" "$DRIVER_VERSION" "$CUDA_VERSION"
+    echo '@TABLE_TOP@'
+    row '@HEADER_FORMAT@' "$DRIVER_VERSION" "$DRIVER_VERSION" "$CUDA_VERSION"
     cat <<'EOF'
 @TABLE_HEAD@
 EOF
@@ -126,15 +136,33 @@ EOF
         pm=On
         [ "$(persistence_mode)" = Enabled ] || pm=Off
         # "On  |" and "Off |": the persistence word is left-aligned, as in the recordings.
-        printf '| %3d  %-30.30s %-3s | %18s %-3s | %20s |\n' "$i" "$GPU_NAME" "$pm" "$(bus_id "$i")" Off 0
-        printf '| N/A   30C    P0%16s / %5s |%11s / %9s |%8s %12s |\n' \
-            70W 700W 0MiB "${MEMORY_MIB}MiB" 0% Default
-        printf '| %39s | %22s | %20s |\n' "" "" Disabled
-        echo "+-----------------------------------------+------------------------+----------------------+"
+        row '@GPU_NAME_FORMAT@' "$i" "$GPU_NAME" "$pm" "$(bus_id "$i")" Off 0
+        row '@GPU_USAGE_FORMAT@' 70W 700W 0MiB "${MEMORY_MIB}MiB" 0% Default
+        row '@GPU_MIG_FORMAT@' "" "" Disabled
+        echo '@GPU_BORDER@'
     done
     cat <<'EOF'
 @TABLE_PROCESSES@
 EOF
+}
+
+query_all() {
+    # -q: the real tool's layout (labels padded to column 42), only the fields listed in usage.
+    echo
+    echo "==============NVSMI LOG=============="
+    echo
+    printf '%-42s: %s\n' Timestamp "$(date '+%a %b %e %H:%M:%S %Y')" \
+        "Driver Version" "$DRIVER_VERSION" "CUDA Version" "$CUDA_VERSION"
+    echo
+    printf '%-42s: %s\n' "Attached GPUs" "$GPU_COUNT"
+    first=1
+    for i in $(gpu_indices); do
+        [ "$first" = 1 ] || echo
+        first=0
+        echo "GPU $(bus_id "$i")"
+        printf '%-42s: %s\n' "    Product Name" "$GPU_NAME" "    Persistence Mode" "$(persistence_mode)" \
+            "    GPU UUID" "$(gpu_uuid "$i")" "    Minor Number" "$i"
+    done
 }
 
 set_persistence_mode() {
@@ -172,6 +200,7 @@ while [ $# -gt 0 ]; do
             fi
             exit 0 ;;
         -L|--list-gpus) MODE=list ;;
+        -q|--query) MODE=query_all ;;
         --query-gpu=*) MODE=query; QUERY=${1#--query-gpu=} ;;
         --query-gpu) MODE=query; shift; QUERY=$1 ;;
         --format=*) FORMAT=${1#--format=} ;;
@@ -209,6 +238,7 @@ fi
 case "$MODE" in
     list) list_gpus ;;
     query) query_csv ;;
+    query_all) query_all ;;
     pm) set_persistence_mode "$PM" ;;
     *) summary ;;
 esac
