@@ -8,6 +8,7 @@ master, and every other host can open a TCP connection to the master's address a
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import threading
 from collections import Counter
@@ -360,8 +361,15 @@ def _gpu_count(check: HostCheck) -> int:
         "command -v nvidia-smi >/dev/null || exit 100; nvidia-smi --query-gpu=index --format=csv,noheader",
         timeout=30,
     )
-    if smi.rc != 0:  # no nvidia-smi, or "No devices were found"
+    # No nvidia-smi (100), or the driver finds no GPU: the messages of tests/recorded/nvidia-smi/error-no-*.
+    if smi.rc == 100 or re.search(r"No devices were found|No supported GPUs were found", smi.stdout):
         return 0
+    if smi.rc != 0:  # e.g. "Driver/library version mismatch" (exit 18): the host's GPUs are not usable yet
+        first = (smi.stdout.strip() or smi.stderr.strip() or f"exit status {smi.rc}").splitlines()[0]
+        raise GpuprovError(
+            f"nvidia-smi failed (exit {smi.rc}): {first}; reboot a host whose driver was just upgraded, "
+            "or re-run `gpuprov bootstrap` on it"
+        )
     return len([line for line in smi.stdout.splitlines() if line.strip()])
 
 

@@ -1,0 +1,66 @@
+"""Launch preflight's GPU count (`nvidia-smi --query-gpu=index --format=csv,noheader` on each host) against
+recorded output of the real tool (tests/recorded/nvidia-smi/). The index column is taken from the recorded
+--query-gpu rows; the failures are recorded as printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import paramiko
+import pytest
+
+from gpuprov import hosts
+from gpuprov.errors import GpuprovError
+from gpuprov.launch import preflight, remote
+
+RECORDED = Path(__file__).parents[2] / "recorded" / "nvidia-smi"
+
+
+def count(monkeypatch: pytest.MonkeyPatch, rc: int, stdout: str) -> int:
+    commands: list[str] = []
+
+    def answer(client: Any, command: str, timeout: float = 60, stdin: bytes | None = None) -> remote.Result:
+        commands.append(command)
+        return remote.Result(rc, stdout, "")
+
+    monkeypatch.setattr(remote, "run", answer)
+    host = hosts.Host("node1", "10.0.0.5", 22, "root", None, Path("/nonexistent"))
+    gpus = preflight._gpu_count(preflight.HostCheck(host, client=paramiko.SSHClient()))
+    assert commands and "nvidia-smi --query-gpu=index --format=csv,noheader" in commands[0]
+    return gpus
+
+
+def recorded_indices() -> str:
+    header, *rows = (RECORDED / "csv-2xGPU-570.86.15").read_text().splitlines()
+    at = header.split(", ").index("index")
+    return "".join(row.split(", ")[at] + "\n" for row in rows)
+
+
+def test_counts_the_recorded_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert count(monkeypatch, 0, recorded_indices()) == 2
+
+
+@pytest.mark.parametrize(("recording", "rc"), [("error-no-devices", 6), ("error-no-supported-gpus", 255)])
+def test_a_host_whose_driver_finds_no_gpu_has_none(
+    monkeypatch: pytest.MonkeyPatch, recording: str, rc: int
+) -> None:
+    assert count(monkeypatch, rc, (RECORDED / recording).read_text()) == 0
+
+
+def test_a_host_without_nvidia_smi_has_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert count(monkeypatch, 100, "") == 0
+
+
+@pytest.mark.parametrize(
+    "recording",
+    ["error-version-mismatch-535.161", "error-version-mismatch-550.144", "error-version-mismatch-580.178"],
+)
+def test_a_driver_that_cannot_be_used_is_a_problem_not_a_gpu_less_host(
+    monkeypatch: pytest.MonkeyPatch, recording: str
+) -> None:
+    with pytest.raises(GpuprovError) as failure:
+        count(monkeypatch, 18, (RECORDED / recording).read_text())
+    assert failure.value.message.startswith(
+        "nvidia-smi failed (exit 18): Failed to initialize NVML: Driver/library version mismatch; reboot"
+    )
