@@ -13,6 +13,8 @@ import yaml
 
 from gpuprov import resources
 from gpuprov.sandbox import standins
+from gpuprov.sandbox.standins import drivers
+from gpuprov.sandbox.standins.catalogue import DriverRelease
 
 VARS = resources.data_dir("roles") / "nvidia_driver" / "vars"
 DRIVER = next(d for d in standins.CATALOGUE.drivers if d.branch == "550")
@@ -156,3 +158,12 @@ def test_el_fabric_manager_name_follows_nvidias_rule(release_vars: str, branch: 
     """NVIDIA's rhel9 repository renames fabric manager from R580 (gpu-driver-container rhel9/install.sh)."""
     settings = role_vars("RedHat.yml", release_vars, nvidia_driver_branch=branch, nvidia_driver_flavor="open")
     assert str(settings["__nvidia_driver_fabricmanager_package"]).strip() == name
+
+
+@pytest.mark.parametrize("branch", ["570", "580"])
+def test_the_apt_stand_ins_name_fabric_manager_as_the_role_asks_for_it(branch: str) -> None:
+    release = DriverRelease(branch=branch, version=f"{branch}.1.2", cuda="12.8")
+    debs = {p.name for p in drivers.deb_driver(release) + drivers.deb_driver_debian(release)}
+    for vars_file in ("Ubuntu-22.yml", "Debian-12.yml"):
+        wanted = role_vars("Debian.yml", vars_file, **{**settings("open"), "nvidia_driver_branch": branch})
+        assert wanted["__nvidia_driver_fabricmanager_package"] in debs

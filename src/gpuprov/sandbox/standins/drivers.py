@@ -124,8 +124,11 @@ def deb_driver(d: DriverRelease) -> list[Package]:
         depends=(exact(drivers[0]) + exact(drivers[1]),),
         exclusive_group="cuda-drivers",
     )
+    # nvidia-fabricmanager-<b> up to R575 (also in NVIDIA's debian12 repository, which names the driver the
+    # Debian way: tests/recorded/README.md); from R580 one branch-less nvidia-fabricmanager, as the role's
+    # vars/Debian.yml records (NVIDIA/gpu-driver-container pull request 451).
     fabric = pkg(
-        f"nvidia-fabricmanager-{b}",
+        "nvidia-fabricmanager" if int(b) >= 580 else f"nvidia-fabricmanager-{b}",
         "NVIDIA fabric manager (NVSwitch systems)",
         _fabricmanager(d),
         exclusive_group="nvidia-fabricmanager",
