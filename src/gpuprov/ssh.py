@@ -28,8 +28,8 @@ from gpuprov.hosts import Host
 CONNECT_TIMEOUT_S = 10.0
 KEEPALIVE_S = 5  # notice a lost host within seconds, not at the TCP timeout
 MAX_PARALLEL = 32
-I = TypeVar("I")  # noqa: E741 - the item type of fan_out
-T = TypeVar("T")
+ItemT = TypeVar("ItemT")
+ValueT = TypeVar("ValueT")
 
 # paramiko logs every failed handshake with its traceback (20 lines per host) before raising; the exception
 # is what gpuprov reports, as one line.
@@ -242,27 +242,27 @@ def get(sftp: paramiko.SFTPClient, remote: str, local: Path) -> None:
 
 
 @dataclass(frozen=True)
-class Outcome(Generic[I, T]):
+class Outcome(Generic[ItemT, ValueT]):
     """What fn did for one item: its value, or the exception it raised (or TimedOut)."""
 
-    item: I
-    value: T | None = None
+    item: ItemT
+    value: ValueT | None = None
     error: BaseException | None = None
 
-    def get(self) -> T:
+    def get(self) -> ValueT:
         """The value; the error is raised instead when there was one."""
         if self.error is not None:
             raise self.error
-        return self.value  # type: ignore[return-value]  # None only when T admits it (no error)
+        return self.value  # type: ignore[return-value]  # None only when ValueT admits it (no error)
 
 
 def fan_out(
-    items: Sequence[I],
-    fn: Callable[[I], T],
+    items: Sequence[ItemT],
+    fn: Callable[[ItemT], ValueT],
     *,
     max_parallel: int = MAX_PARALLEL,
     timeout: float | None = None,
-) -> list[Outcome[I, T]]:
+) -> list[Outcome[ItemT, ValueT]]:
     """fn(item) for every item, at most max_parallel at a time; one Outcome per item, in input order.
 
     An exception fn raises is that item's error; the others go on. timeout: seconds each call may take,
@@ -273,14 +273,14 @@ def fan_out(
     """
     if max_parallel < 1:
         raise ValueError(f"max_parallel must be at least 1, not {max_parallel}")
-    results: list[Outcome[I, T] | None] = [None] * len(items)
+    results: list[Outcome[ItemT, ValueT] | None] = [None] * len(items)
     changed = threading.Condition()
     deadlines: dict[int, float] = {}  # index -> monotonic deadline, for the calls running now
     running: set[int] = set()
 
     def call(index: int) -> None:
         try:
-            outcome: Outcome[I, T] = Outcome(items[index], value=fn(items[index]))
+            outcome: Outcome[ItemT, ValueT] = Outcome(items[index], value=fn(items[index]))
         except BaseException as exc:  # a KeyboardInterrupt from interrupts.check() too: the caller raises it
             outcome = Outcome(items[index], error=exc)
         with changed:
@@ -327,6 +327,6 @@ def fan_out(
     return done
 
 
-def values(outcomes: Sequence[Outcome[I, T]]) -> list[T]:
+def values(outcomes: Sequence[Outcome[ItemT, ValueT]]) -> list[ValueT]:
     """Every outcome's value, in order; the first error (in input order) is raised instead."""
     return [outcome.get() for outcome in outcomes]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import threading
 import time
@@ -96,6 +98,22 @@ def test_fan_out_passes_on_keyboard_interrupt_from_a_call() -> None:
     assert isinstance(outcomes[1].error, KeyboardInterrupt)
     with pytest.raises(KeyboardInterrupt):
         ssh.values(outcomes)
+
+
+def test_ctrl_c_starts_no_further_call_and_waits_for_the_running_ones() -> None:
+    started: list[int] = []
+    finished: list[int] = []
+
+    def fn(n: int) -> None:
+        started.append(n)
+        time.sleep(0.5)
+        finished.append(n)
+
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        ssh.fan_out(list(range(6)), fn, max_parallel=2)
+    assert sorted(started) == [0, 1]  # the first two; no other started after Ctrl-C
+    assert sorted(finished) == [0, 1]  # and they were waited for
 
 
 def test_fan_out_of_nothing() -> None:
