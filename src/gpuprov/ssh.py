@@ -191,6 +191,9 @@ def run(client: paramiko.SSHClient, command: str, timeout: float = 60, stdin: by
     stdin, when given, is written to the command's standard input, which is then closed.
     """
     try:
+        transport = client.get_transport()
+        if transport is None or not transport.is_active():  # closed: paramiko would fail on None
+            raise EOFError("the connection is closed")
         channel_in, channel_out, channel_err = client.exec_command(command, timeout=timeout)
         if stdin is not None:
             channel_in.write(stdin)

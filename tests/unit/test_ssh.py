@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import paramiko
 import pytest
 
 from gpuprov import hosts, ssh
@@ -149,3 +150,11 @@ def test_known_hosts_name() -> None:
     host = hosts.Host("n", "10.0.0.5", 22, "u", None, Path("/k"))
     assert ssh.known_hosts_name(host) == "10.0.0.5"
     assert ssh.known_hosts_name(hosts.Host("n", "10.0.0.5", 2222, "u", None, Path("/k"))) == "[10.0.0.5]:2222"
+
+
+def test_run_on_a_closed_session_is_session_lost() -> None:
+    client = paramiko.SSHClient()  # never connected: no transport, as after close()
+    with pytest.raises(ssh.SessionLost) as lost:
+        ssh.run(client, "true")
+    assert lost.value.message == "SSH command failed (EOFError: the connection is closed)"
+    assert isinstance(lost.value.cause, EOFError)
