@@ -11,6 +11,7 @@ input order. Everything gpuprov does over SSH (bootstrap preflight, launch, the 
 from __future__ import annotations
 
 import logging
+import posixpath
 import socket
 import threading
 import time
@@ -213,8 +214,9 @@ def run(client: paramiko.SSHClient, command: str, timeout: float = 60, stdin: by
 
 
 def put(sftp: paramiko.SFTPClient, local: Path, remote: str, mode: int = 0o600) -> None:
-    """Copy a local file to the absolute path remote; it appears there whole (copied beside, then renamed)."""
-    tmp = f"{remote.rsplit('/', 1)[0]}/.{remote.rsplit('/', 1)[-1]}.{uuid.uuid4().hex[:8]}"
+    """Copy a local file to remote (a path on the host); it appears there whole (copied beside, renamed)."""
+    folder, name = posixpath.split(remote)
+    tmp = posixpath.join(folder, f".{name}.{uuid.uuid4().hex[:8]}")
     try:
         sftp.put(str(local), tmp, confirm=True)
         sftp.chmod(tmp, mode)
@@ -224,7 +226,7 @@ def put(sftp: paramiko.SFTPClient, local: Path, remote: str, mode: int = 0o600) 
 
 
 def put_bytes(sftp: paramiko.SFTPClient, data: bytes, remote: str, mode: int = 0o600) -> None:
-    """Write data to the absolute path remote, with mode set before any byte is written."""
+    """Write data to remote (a path on the host), its mode set before any byte is written."""
     try:
         with sftp.open(remote, "wb") as f:
             f.chmod(mode)
