@@ -1,12 +1,11 @@
-"""The hosts of an inventory, read with Ansible's own loader, and SSH connections to them.
+"""The hosts of an inventory, read with Ansible's own loader into `Host` records.
 
 `load()` reads an INI or YAML inventory exactly as ansible-playbook would (group_vars/ and host_vars/
-beside it apply) and turns the hosts of the `gpu_nodes` group (or every host when there is no such group)
-into `Host` records with the connection settings gpuprov needs for its own SSH work (preflight, launch).
-
-`connect()` opens a paramiko connection with strict host key checking: a host whose key is not in the
-host's known_hosts file, or whose key changed, is refused with one line that shows the fingerprint and
-says how to accept it.
+beside it apply) and turns the hosts of the `gpu_nodes` group (or every host when there is no such group,
+narrowed by a --limit pattern) into `Host` records with the connection settings gpuprov needs for its own
+SSH work (gpuprov.ssh). Every mistake in the inventory is a BadInput naming the file and the place:
+host names, addresses and ports are checked here, and `check_ssh_files()` checks the local key and
+known_hosts files the hosts name, before any host is contacted.
 """
 
 from __future__ import annotations
@@ -15,21 +14,17 @@ import contextlib
 import errno
 import getpass
 import io
-import logging
 import os
 import re
 import shlex
-import socket
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
-
-import paramiko
+from typing import Any
 
 from gpuprov import console, yaml_limits
-from gpuprov.errors import BadInput, GpuprovError
+from gpuprov.errors import BadInput
 
 GROUP = "gpu_nodes"
 _YAML_SUFFIXES = (".yml", ".yaml", ".json")
@@ -42,10 +37,6 @@ _HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}")
 _ADDRESS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}|\[[0-9A-Fa-f:.%]+\]")
 _KNOWN_HOSTS = "known_hosts file"
 LOCK_VARIABLE = "gpu_stack"  # kept as written: versions are plain strings, never templates
-
-# paramiko logs every failed handshake with its traceback (20 lines per host) before raising; the exception
-# is what gpuprov reports, as one line.
-logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True)
@@ -597,113 +588,3 @@ def ssh_option(args: str, option: str) -> str | None:
         if key.strip().lower() == option.lower() and value.strip():
             values.append(value.strip())
     return values[0] if values else None  # ssh uses the first value it is given
-
-
-# ----- SSH ----------------------------------------------------------------------------------------------
-
-
-class HostKeyProblem(GpuprovError):
-    """The host's SSH key is unknown or changed; the message says how to check and accept it."""
-
-
-class Unreachable(GpuprovError):
-    """No SSH session: the host did not answer, or refused our key."""
-
-
-class _RecordingReject(paramiko.RejectPolicy):
-    """Strict host key checking that keeps the key it refused, so the error can show its fingerprint."""
-
-    def __init__(self) -> None:
-        self.refused: paramiko.PKey | None = None
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
-        self.refused = key
-        super().missing_host_key(client, hostname, key)
-
-
-def known_hosts_name(host: Host) -> str:
-    """The name known_hosts uses for the host: 'addr', or '[addr]:port' off port 22."""
-    return host.address if host.port == 22 else f"[{host.address}]:{host.port}"
-
-
-def connect(host: Host, timeout: float = 10) -> paramiko.SSHClient:
-    """An SSH session to host, as host.user with host.key_file only, host key checked against known_hosts."""
-    client = paramiko.SSHClient()
-    if host.known_hosts.is_file():
-        try:
-            client.load_host_keys(str(host.known_hosts))
-        except (OSError, paramiko.SSHException) as exc:
-            raise BadInput(
-                f"{host.name}: known_hosts file {host.known_hosts} cannot be read: {exc}"
-            ) from None
-    policy = _RecordingReject()
-    client.set_missing_host_key_policy(policy)
-    if host.key_file is not None and not host.key_file.is_file():
-        raise BadInput(
-            f"{host.name}: SSH key {host.key_file} (ansible_ssh_private_key_file) does not exist; "
-            "fix the path"
-        )
-    try:
-        client.connect(
-            host.address,
-            port=host.port,
-            username=host.user,
-            key_filename=str(host.key_file) if host.key_file else None,
-            look_for_keys=host.key_file is None,
-            allow_agent=host.key_file is None,
-            timeout=timeout,
-            banner_timeout=timeout,
-            auth_timeout=timeout,
-        )
-    except paramiko.BadHostKeyException as exc:
-        client.close()
-        raise HostKeyProblem(
-            f"{host.label}: host key CHANGED: {host.known_hosts} has {exc.expected_key.get_name()} "
-            f"{exc.expected_key.fingerprint}, the server now offers {exc.key.get_name()} "
-            f"{exc.key.fingerprint}; "
-            "this may be an attack or a reinstalled host: verify the new key with its administrator, then "
-            f"run: ssh-keygen -R '{known_hosts_name(host)}' -f {host.known_hosts} and add the new key"
-        ) from None
-    except paramiko.AuthenticationException:
-        client.close()
-        key = str(host.key_file) if host.key_file else "the keys in ~/.ssh and the SSH agent"
-        raise Unreachable(
-            f"{host.label}: the server refused {key} for user {host.user}; "
-            "add the public key to the user's ~/.ssh/authorized_keys or fix ansible_user / the key"
-        ) from None
-    except paramiko.SSHException as exc:
-        client.close()
-        if policy.refused is not None:
-            offered = policy.refused
-            raise HostKeyProblem(
-                f"{host.label}: host key unknown: the server offers "
-                f"{offered.get_name()} {offered.fingerprint}, "
-                f"which is not in {host.known_hosts}; "
-                "if that fingerprint is the host's (ask its administrator), run: "
-                f"ssh-keyscan -p {host.port} -t {_keyscan_type(offered)} {host.address} >> {host.known_hosts}"
-            ) from None
-        if "protocol banner" in str(exc):
-            raise Unreachable(
-                f"{host.label}: something answers on port {host.port} but it is not an SSH server "
-                "(no SSH banner); check ansible_host and ansible_port"
-            ) from None
-        raise Unreachable(f"{host.label}: SSH failed: {exc}") from None
-    except (OSError, EOFError) as exc:
-        client.close()
-        if isinstance(exc, (socket.timeout, TimeoutError)):
-            reason = "timed out"
-        else:
-            reason = (getattr(exc, "strerror", None) or str(exc)) or type(exc).__name__
-        raise Unreachable(
-            f"{host.label}: cannot connect over SSH: {reason}; is the host up and sshd running?"
-        ) from None
-    return client
-
-
-def _keyscan_type(key: paramiko.PKey) -> str:
-    name = str(key.get_name())
-    if name.startswith("ecdsa"):
-        return "ecdsa"
-    return {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa", "rsa-sha2-256": "rsa", "rsa-sha2-512": "rsa"}.get(
-        name, name
-    )

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
 import paramiko
 
-from gpuprov import hosts
-from gpuprov.errors import BadInput, ExitCode, GpuprovError
+from gpuprov import hosts, ssh
+from gpuprov.errors import BadInput, ExitCode
 
 SUPPORTED = {
     "ubuntu": ("20.04", "22.04", "24.04"),
@@ -28,6 +27,9 @@ SUPPORTED_TEXT = "Ubuntu 20.04/22.04/24.04, Debian 12, Rocky Linux 8/9"
 SSH_TIMEOUT_S = 10
 COMMAND_TIMEOUT_S = 20
 MAX_PARALLEL = 32
+# A host that hangs on every step within its SSH timeouts (connect, 4 commands) is reported, the others not
+# held up by it.
+HOST_TIMEOUT_S = 3 * SSH_TIMEOUT_S + 4 * COMMAND_TIMEOUT_S + 30
 
 
 @dataclass(frozen=True)
@@ -50,9 +52,13 @@ class HostReport:
 
 def run(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> tuple[list[HostReport], list[Problem]]:
     """Check every host in parallel, then the lock; returns per-host reports and the lock's problems."""
-    workers = max(1, min(len(inventory.hosts), MAX_PARALLEL))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight") as pool:
-        reports = list(pool.map(lambda host: check_host(host, extravars), inventory.hosts))
+    outcomes = ssh.fan_out(
+        inventory.hosts,
+        lambda host: check_host(host, extravars),
+        max_parallel=MAX_PARALLEL,
+        timeout=HOST_TIMEOUT_S,
+    )
+    reports = [_timed_out(o.item) if isinstance(o.error, ssh.TimedOut) else o.get() for o in outcomes]
     lock_problems = check_lock(inventory, extravars)
     if not lock_problems:  # the lock fits the table: now, does each host's OS repository carry its CUDA?
         stacks = {
@@ -73,27 +79,36 @@ def exit_code(reports: list[HostReport], lock_problems: list[Problem]) -> ExitCo
     return ExitCode.OK
 
 
+def _timed_out(host: hosts.Host) -> HostReport:
+    message = f"the checks did not finish within {HOST_TIMEOUT_S:g} s; is the host overloaded?"
+    return HostReport(host.name, "", (Problem(host.name, "ssh", message),))
+
+
 def check_host(host: hosts.Host, extravars: Mapping[str, Any]) -> HostReport:
     try:
-        client = hosts.connect(host, timeout=SSH_TIMEOUT_S)
-    except hosts.HostKeyProblem as exc:
-        return HostReport(host.name, "", (Problem(host.name, "host key", _without_name(exc, host)),))
-    except (hosts.Unreachable, BadInput) as exc:
-        return HostReport(host.name, "", (Problem(host.name, "ssh", _without_name(exc, host)),))
+        client = ssh.connect(host, timeout=SSH_TIMEOUT_S)
+    except ssh.HostKeyProblem as exc:
+        return HostReport(host.name, "", (Problem(host.name, "host key", ssh.without_label(exc, host)),))
+    except (ssh.Unreachable, BadInput) as exc:
+        return HostReport(host.name, "", (Problem(host.name, "ssh", ssh.without_label(exc, host)),))
     problems: list[Problem] = []
     try:
-        os_release = _run(client, "cat /etc/os-release")
-        os_text = os_release.stdout if os_release.code == 0 else ""
+        os_release = ssh.run(client, "cat /etc/os-release", COMMAND_TIMEOUT_S)
+        os_text = os_release.stdout if os_release.rc == 0 else ""
         os_name, os_problem = check_os(os_text)
         fields = parse_os_release(os_text)
         os_ids = (fields.get("ID", "").lower(), fields.get("VERSION_ID", ""))
         if os_problem:
             problems.append(Problem(host.name, "os", os_problem))
-        python = _run(client, "command -v python3")
+        python = ssh.run(client, "command -v python3", COMMAND_TIMEOUT_S)
         interpreter = str(host.vars.get("ansible_python_interpreter") or "")
         if interpreter and "{{" not in interpreter:
-            python = _run(client, f"test -x {shlex.quote(interpreter)} && echo {shlex.quote(interpreter)}")
-        if python.code != 0 or not python.stdout.strip():
+            python = ssh.run(
+                client,
+                f"test -x {shlex.quote(interpreter)} && echo {shlex.quote(interpreter)}",
+                COMMAND_TIMEOUT_S,
+            )
+        if python.rc != 0 or not python.stdout.strip():
             wanted = interpreter or "python3"
             problems.append(
                 Problem(host.name, "python", f"{wanted} not found; Ansible needs Python 3 on the host")
@@ -101,8 +116,10 @@ def check_host(host: hosts.Host, extravars: Mapping[str, Any]) -> HostReport:
         become = check_become(client, host, extravars)
         if become:
             problems.append(Problem(host.name, "become", become))
-    except (OSError, EOFError, paramiko.SSHException) as exc:
-        problems.append(Problem(host.name, "ssh", f"the SSH session broke: {exc or type(exc).__name__}"))
+    except ssh.SessionLost as exc:
+        problems.append(
+            Problem(host.name, "ssh", f"the SSH session broke: {exc.cause or type(exc.cause).__name__}")
+        )
         os_name, os_ids = "", ("", "")
     finally:
         client.close()
@@ -122,30 +139,6 @@ def check_os_repository(report: HostReport, stack: Any) -> HostReport:
         return report
     extra = tuple(Problem(report.host, "os", f"{report.os}: {message}") for message in messages)
     return replace(report, problems=report.problems + extra)
-
-
-def _without_name(exc: GpuprovError, host: hosts.Host) -> str:
-    """The error without the leading 'name (addr:port): ', which the table's host column shows."""
-    prefix = f"{host.label}: "
-    return exc.message[len(prefix) :] if exc.message.startswith(prefix) else exc.message
-
-
-@dataclass(frozen=True)
-class _Result:
-    code: int
-    stdout: str
-    stderr: str
-
-
-def _run(client: paramiko.SSHClient, command: str, stdin_text: str | None = None) -> _Result:
-    stdin, stdout, stderr = client.exec_command(command, timeout=COMMAND_TIMEOUT_S)
-    if stdin_text is not None:
-        stdin.write(stdin_text)
-        stdin.flush()
-    stdin.channel.shutdown_write()
-    out = stdout.read().decode(errors="replace")
-    err = stderr.read().decode(errors="replace")
-    return _Result(stdout.channel.recv_exit_status(), out, err)
 
 
 def parse_os_release(text: str) -> dict[str, str]:
@@ -187,15 +180,17 @@ def check_become(client: paramiko.SSHClient, host: hosts.Host, extravars: Mappin
     password = extravars.get("ansible_become_password") or host.become_password
     target = shlex.quote(user)
     if password:
-        result = _run(client, f"sudo -S -p '' -u {target} true", stdin_text=f"{password}\n")
-        if result.code != 0:
+        result = ssh.run(
+            client, f"sudo -S -p '' -u {target} true", COMMAND_TIMEOUT_S, stdin=f"{password}\n".encode()
+        )
+        if result.rc != 0:
             return (
                 f"sudo -u {user} as {host.user} failed with the inventory's become password "
                 f"({_last_line(result.stderr)}); check ansible_become_password and the sudoers entry"
             )
         return None
-    result = _run(client, f"sudo -n -u {target} true")
-    if result.code != 0:
+    result = ssh.run(client, f"sudo -n -u {target} true", COMMAND_TIMEOUT_S)
+    if result.rc != 0:
         return (
             f"sudo -u {user} as {host.user} needs a password or is not allowed "
             f"({_last_line(result.stderr)}); "

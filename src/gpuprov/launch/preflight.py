@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import paramiko
 
-from gpuprov import hosts
+from gpuprov import hosts, ssh
 from gpuprov.errors import BadInput, GpuprovError
 from gpuprov.launch import remote
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Nproc
@@ -231,7 +231,7 @@ class PreflightFailed(BadInput):
 
 def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, nproc: Nproc) -> Preflight:
     """All checks; returns open SSH connections, or raises PreflightFailed with every problem."""
-    checks = remote.on_all(selected, _check_host)
+    checks = ssh.values(ssh.fan_out(selected, _check_host))
     result = Preflight(checks, master_addr, master_port or 0)
     try:
         problems: list[str] = []
@@ -239,7 +239,7 @@ def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, n
             port, reach_problems = _master_port_and_reach(checks, master_addr, master_port)
             result.master_port = port
             problems += reach_problems
-        remote.on_all(checks, _finish_import)
+        ssh.values(ssh.fan_out(checks, _finish_import))
         problems = [p for c in checks for p in c.problems] + problems
         problems += _versions_agree([c for c in checks if c.torch is not None])
         for check in checks:
@@ -264,7 +264,7 @@ def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, n
 def _check_host(host: hosts.Host) -> HostCheck:
     check = HostCheck(host)
     try:
-        check.client = remote.connect(host)
+        check.client = ssh.connect(host)
     except GpuprovError as exc:
         check.problems.append(exc.message)
         return check
@@ -279,7 +279,7 @@ def _probe(check: HostCheck) -> None:
     assert check.client is not None
     host = check.host
     fact_python = fact_nccl = None
-    fact = remote.run(check.client, f"cat {FACT_FILE}", timeout=20)
+    fact = ssh.run(check.client, f"cat {FACT_FILE}", timeout=20)
     if fact.rc == 0:
         try:
             recorded = json.loads(fact.stdout)
@@ -288,7 +288,7 @@ def _probe(check: HostCheck) -> None:
             check.problems.append(f"{host.name}: {FACT_FILE} is not valid JSON; re-run `gpuprov bootstrap`")
             return
     check.python = str(host.vars.get("gpuprov_python") or fact_python or DEFAULT_PYTHON)
-    probe = remote.run(check.client, remote.python_command(check.python, _PROBE), timeout=60)
+    probe = ssh.run(check.client, remote.python_command(check.python, _PROBE), timeout=60)
     if probe.rc == 127 or "No such file" in probe.stderr:
         where = FACT_FILE if fact.rc == 0 else f"no {FACT_FILE}"
         check.problems.append(
@@ -356,7 +356,7 @@ def _gpu_count(check: HostCheck) -> int:
             return int(given)
         except (TypeError, ValueError):
             raise GpuprovError(f"gpuprov_gpu_count {given!r} is not a number") from None
-    smi = remote.run(
+    smi = ssh.run(
         check.client,
         "command -v nvidia-smi >/dev/null || exit 100; nvidia-smi --query-gpu=index --format=csv,noheader",
         timeout=30,
@@ -431,7 +431,7 @@ def _master_port_and_reach(
             check.python, _CONNECT, master_addr, str(port), tokens[check.host.name], str(REACH_TIMEOUT_S)
         )
         try:
-            res = remote.run(check.client, cmd, timeout=REACH_TIMEOUT_S + 10)
+            res = ssh.run(check.client, cmd, timeout=REACH_TIMEOUT_S + 10)
             answer = res.stdout.strip() or res.last_line
         except GpuprovError as exc:
             answer = f"error {exc.message}"
@@ -439,7 +439,7 @@ def _master_port_and_reach(
             with lock:
                 connect_errors[check.host.name] = answer.removeprefix("error ")
 
-    remote.on_all(workers, reach)
+    ssh.values(ssh.fan_out(workers, reach))
     received = {line.split(" ", 1)[1] for line in out.read().decode(errors="replace").splitlines()
                 if line.startswith("got ")}  # fmt: skip
     problems = []

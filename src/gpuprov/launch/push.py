@@ -16,12 +16,12 @@ import hashlib
 import os
 import shlex
 import stat
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import paramiko
 
+from gpuprov import ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import remote
 
@@ -111,10 +111,6 @@ def collect(script: Path, workdir: Path | None, include_large: bool, max_file_mb
     return Payload(sorted(files.values(), key=lambda f: f.rel), script_rel, skipped, sorted(links))
 
 
-def _sftp_error(host: str, exc: Exception) -> GpuprovError:
-    return GpuprovError(f"{host}: copying the job's files failed: {exc}")
-
-
 def setup_command(job_dir: str) -> str:
     """Make the store and the job's directories on the host, all private to the user (old ones too)."""
     private = [".gpuprov", STORE_DIR, remote.JOBS_DIR, job_dir]
@@ -145,7 +141,7 @@ def push(
     extra: dict[str, bytes],
 ) -> PushStats:
     """Create job_dir (relative to home) on the host with work/ filled from payload and the extra files."""
-    setup = remote.run(client, setup_command(job_dir))
+    setup = ssh.run(client, setup_command(job_dir))
     if setup.rc != 0:
         raise GpuprovError(f"{host}: cannot create ~/{job_dir}: {setup.last_line}")
     sent = sent_bytes = 0
@@ -157,20 +153,17 @@ def push(
             for item in {f.sha256: f for f in payload.files}.values():
                 if item.sha256 in present:
                     continue
-                tmp = f"{store}/.{item.sha256}.{uuid.uuid4().hex[:8]}"
                 # The store is already 0700 (setup_command): nobody else sees the file while it is copied.
-                sftp.put(str(item.path), tmp, confirm=True)
-                sftp.chmod(tmp, 0o700 if item.executable else 0o600)
-                sftp.posix_rename(tmp, f"{store}/{item.sha256}")
+                ssh.put(sftp, item.path, f"{store}/{item.sha256}", 0o700 if item.executable else 0o600)
                 sent += 1
                 sent_bytes += item.size
             for name, data in extra.items():
-                with sftp.open(f"{home}/{job_dir}/{name}", "wb") as f:
-                    f.chmod(0o600)  # run.sh carries the job's environment
-                    f.write(data)
+                ssh.put_bytes(sftp, data, f"{home}/{job_dir}/{name}", 0o600)  # run.sh carries the job's env
+    except ssh.SessionLost as exc:
+        raise GpuprovError(f"{host}: copying the job's files failed: {exc.cause}") from None
     except (OSError, paramiko.SSHException) as exc:
-        raise _sftp_error(host, exc) from None
-    linked = remote.run(client, "sh -s", stdin=link_script(job_dir, payload.files).encode())
+        raise GpuprovError(f"{host}: copying the job's files failed: {exc}") from None
+    linked = ssh.run(client, "sh -s", stdin=link_script(job_dir, payload.files).encode())
     if linked.rc != 0:
         raise GpuprovError(
             f"{host}: linking the job's files into ~/{job_dir}/work failed: {linked.last_line}"

@@ -18,7 +18,7 @@ from types import FrameType
 
 import paramiko
 
-from gpuprov import console, hosts, interrupts
+from gpuprov import console, hosts, interrupts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.launch import jobs, options, preflight, push, remote, render, selection, stream
 from gpuprov.launch.options import LaunchOptions
@@ -234,7 +234,7 @@ def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> None:
         return push.push(name, check.client, job.remote_dir, payload, extra)
 
     try:
-        stats = remote.on_all(the_plan.checks.checks, one)
+        stats = ssh.values(ssh.fan_out(the_plan.checks.checks, one))
     except BaseException:
         job.finish("failed", {})
         raise
@@ -246,12 +246,12 @@ def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> None:
 def _start_detached(the_plan: Plan, job: jobs.Job) -> None:
     def start(check: preflight.HostCheck) -> str | None:
         assert check.client is not None
-        res = remote.run(
+        res = ssh.run(
             check.client, remote.agent_command(check.python, job.remote_dir, "start", job.remote_dir)
         )
         return None if res.rc == 0 else f"{check.host.name}: {res.last_line}"
 
-    errors = [e for e in remote.on_all(the_plan.checks.checks, start) if e]
+    errors = [e for e in ssh.values(ssh.fan_out(the_plan.checks.checks, start)) if e]
     if errors:
         _stop_hosts(the_plan.checks.clients, job)
         job.finish("failed", {})
@@ -436,15 +436,15 @@ def _stop_hosts(
     def stop(name: str) -> tuple[str, str | None]:
         cmd = remote.agent_command(py[name], job.remote_dir, "stop", job.remote_dir, str(job.grace_s))
         try:
-            res = remote.run(clients[name], cmd, timeout=job.grace_s + STOP_EXTRA_S)
+            res = ssh.run(clients[name], cmd, timeout=job.grace_s + STOP_EXTRA_S)
         except GpuprovError:
             # The connection is gone: try a fresh one (the agent also stops the job when its channel dies).
             try:
-                client = remote.connect(job_host(job, name))
+                client = ssh.connect(job_host(job, name))
             except GpuprovError as exc:
                 return name, exc.message
             try:
-                res = remote.run(client, cmd, timeout=job.grace_s + STOP_EXTRA_S)
+                res = ssh.run(client, cmd, timeout=job.grace_s + STOP_EXTRA_S)
             except GpuprovError as exc:
                 return name, exc.message
             finally:
@@ -454,7 +454,7 @@ def _stop_hosts(
         left = json.loads(res.stdout.strip().splitlines()[-1]).get("left", 0)
         return name, (f"{left} process(es) could not be killed" if left else None)
 
-    results = remote.on_all(list(clients), stop)
+    results = ssh.values(ssh.fan_out(list(clients), stop))
     problems = {name: why for name, why in results if why}
     for name, why in problems.items():
         console.warning(f"{name}: stopping job {job.id} failed: {why}")
@@ -485,13 +485,13 @@ def _connect_all(job: jobs.Job) -> tuple[dict[str, paramiko.SSHClient], dict[str
 
     def one(h: jobs.JobHost) -> tuple[str, paramiko.SSHClient | None, GpuprovError | None]:
         try:
-            return h.name, remote.connect(h.to_host()), None
+            return h.name, ssh.connect(h.to_host()), None
         except GpuprovError as exc:
             return h.name, None, exc
 
     clients, problems = {}, {}
     bad_input: BadInput | None = None
-    for name, client, problem in remote.on_all(job.hosts, one):
+    for name, client, problem in ssh.values(ssh.fan_out(job.hosts, one)):
         if client is not None:
             clients[name] = client
         elif isinstance(problem, BadInput):
@@ -521,12 +521,12 @@ def refresh(job: jobs.Job) -> jobs.Job:
                 return h.name, None
             cmd = remote.agent_command(h.python, job.remote_dir, "status", job.remote_dir)
             try:
-                res = remote.run(clients[h.name], cmd, timeout=30)
+                res = ssh.run(clients[h.name], cmd, timeout=30)
                 return h.name, json.loads(res.stdout.strip().splitlines()[-1]) if res.rc == 0 else None
             except (GpuprovError, ValueError, IndexError):
                 return h.name, None
 
-        states = dict(remote.on_all(job.hosts, status))
+        states = dict(ssh.values(ssh.fan_out(job.hosts, status)))
     finally:
         for client in clients.values():
             client.close()
@@ -633,7 +633,7 @@ def stop_job(job_id: str) -> None:
         for h in job.hosts:
             if h.name not in clients:
                 continue
-            res = remote.run(
+            res = ssh.run(
                 clients[h.name], remote.agent_command(h.python, job.remote_dir, "status", job.remote_dir)
             )
             with contextlib.suppress(ValueError, IndexError):

@@ -7,7 +7,6 @@ without the label is someone else's and is never touched.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import io
 import json
@@ -17,14 +16,10 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import paramiko
-
-from gpuprov import console, interrupts, paths
+from gpuprov import console, hosts, interrupts, paths, ssh
 from gpuprov.errors import BadInput, Conflict, GpuprovError
 from gpuprov.sandbox import docker, images, inventory, keys, mirror
 
@@ -322,9 +317,12 @@ def _bring_up(
             f"Starting {len(the_plan.add)} node(s): "
             + ", ".join(f"node{index} ({os_name})" for index, os_name in the_plan.add)
         )
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(the_plan.add)))) as pool:
-        list(pool.map(lambda item: _create_node(sandbox, item[0], item[1], image_refs[item[1]], client,
-                                                files, rollback), the_plan.add))  # fmt: skip
+
+    def create(item: tuple[int, str]) -> None:
+        index, os_name = item
+        _create_node(sandbox, index, os_name, image_refs[os_name], client, files, rollback)
+
+    ssh.values(ssh.fan_out(the_plan.add, create, max_parallel=8))
     for node in the_plan.keep:
         if not node.running:
             console.step(f"Starting stopped node {node.name}")
@@ -339,10 +337,9 @@ def _bring_up(
         inventory.render_known_hosts([(addresses[n.name], host_keys[n.name]) for n in all_nodes]),
     )
     console.step("Waiting for SSH on every node (host keys checked)")
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(all_nodes)))) as pool:
-        list(
-            pool.map(lambda n: _wait_for_ssh(n.name, addresses[n.name], host_keys[n.name], files), all_nodes)
-        )
+    ssh.values(
+        ssh.fan_out(all_nodes, lambda n: _wait_for_ssh(n.name, addresses[n.name], files), max_parallel=8)
+    )
     ctx = inventory.InventoryContext(
         sandbox=sandbox,
         user=USER,
@@ -507,40 +504,28 @@ def _wait_for_http(url: str) -> None:
             time.sleep(0.2)
 
 
-def _wait_for_ssh(node: str, address: str, host_key: str, files: SandboxFiles) -> None:
-    """Log in as the sandbox user with strict host key checking and check that sudo works."""
+def _wait_for_ssh(node: str, address: str, files: SandboxFiles) -> None:
+    """Log in as the sandbox user with strict host key checking (the sandbox's known_hosts, written before)
+    and check that sudo works."""
+    host = hosts.Host(node, address, 22, USER, files.client_key, files.known_hosts)
     deadline = time.monotonic() + SSH_READY_TIMEOUT_S
     last_error = "no answer"
     while time.monotonic() < deadline:
         try:
-            with _ssh_client(address, host_key, files) as client:
-                _, stdout, _ = client.exec_command("sudo -n true && echo ready", timeout=10)
-                if stdout.read().decode().strip() == "ready":
+            client = ssh.connect(host, timeout=3)
+            try:
+                if ssh.run(client, "sudo -n true && echo ready", timeout=10).stdout.strip() == "ready":
                     return
                 last_error = "sudo did not work for the sandbox user"
-        except (OSError, paramiko.SSHException, EOFError) as exc:
-            last_error = str(exc) or type(exc).__name__
+            finally:
+                client.close()
+        except ssh.SessionLost as exc:
+            last_error = str(exc.cause) or type(exc.cause).__name__
+        except (ssh.Unreachable, ssh.HostKeyProblem) as exc:
+            last_error = ssh.without_label(exc, host)
         interrupts.check()
         time.sleep(0.3)
     raise GpuprovError(f"{node} ({address}) did not accept SSH within {SSH_READY_TIMEOUT_S} s: {last_error}")
-
-
-@contextlib.contextmanager
-def _ssh_client(address: str, host_key: str, files: SandboxFiles) -> Iterator[paramiko.SSHClient]:
-    client = paramiko.SSHClient()
-    key_type, key_data = host_key.split()[:2]
-    client.get_host_keys().add(
-        address, key_type, paramiko.PKey.from_type_string(key_type, base64.b64decode(key_data))
-    )
-    client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    try:
-        client.connect(
-            address, username=USER, key_filename=str(files.client_key), timeout=3, banner_timeout=3,
-            auth_timeout=3, look_for_keys=False, allow_agent=False,
-        )  # fmt: skip
-        yield client
-    finally:
-        client.close()
 
 
 # ----- down / inventory -------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuprov import hosts
+from gpuprov import hosts, ssh
 from tests.integration.bootstrap.conftest import LOCK, ROLE_FILE, Result, bootstrap, latest_run, on_node
 from tests.integration.conftest import Sandbox
 
@@ -130,20 +130,33 @@ def test_missing_lock(deb_sandbox: Sandbox, tmp_path: Path) -> None:
 
 
 def test_connect_checks_host_keys(deb_sandbox: Sandbox, tmp_path: Path) -> None:
-    """gpuprov.hosts.connect itself: a session with the right key; refusals with fingerprints otherwise."""
+    """gpuprov.ssh.connect itself: a session with the right key; refusals with fingerprints otherwise."""
     node1 = hosts.load(deb_sandbox.inventory).host("node1")
-    client = hosts.connect(node1, timeout=10)
+    client = ssh.connect(node1, timeout=10)
     try:
-        _, stdout, _ = client.exec_command("id -un", timeout=10)
-        assert stdout.read().decode().strip() == "gpuprov"
+        assert ssh.run(client, "id -un", timeout=10) == ssh.Result(0, "gpuprov\n", "")
+        assert ssh.run(client, "cat; exit 3", timeout=10, stdin=b"in") == ssh.Result(3, "in", "")
+        with client.open_sftp() as sftp:
+            local = tmp_path / "sent"
+            local.write_bytes(b"payload")
+            ssh.put(sftp, local, "/tmp/gpuprov-ssh-test", 0o640)
+            assert oct(sftp.stat("/tmp/gpuprov-ssh-test").st_mode or 0)[-3:] == "640"
+            ssh.get(sftp, "/tmp/gpuprov-ssh-test", tmp_path / "back")
+            assert (tmp_path / "back").read_bytes() == b"payload"
+            ssh.put_bytes(sftp, b"bytes", "/tmp/gpuprov-ssh-test", 0o600)
+            assert ssh.run(client, "cat /tmp/gpuprov-ssh-test; rm /tmp/gpuprov-ssh-test").stdout == "bytes"
+            with pytest.raises(ssh.SessionLost, match="copying /nonexistent/x to"):
+                ssh.get(sftp, "/nonexistent/x", tmp_path / "x")
     finally:
         client.close()
+    with pytest.raises(ssh.SessionLost, match=r"^SSH command failed \(EOFError: the connection is closed\)$"):
+        ssh.run(client, "true")
 
     empty = tmp_path / "empty_known_hosts"
     empty.write_text("")
     with pytest.raises(
-        hosts.HostKeyProblem, match=r"host key unknown: the server offers ssh-ed25519 SHA256:\S+"
+        ssh.HostKeyProblem, match=r"host key unknown: the server offers ssh-ed25519 SHA256:\S+"
     ):
-        hosts.connect(dataclasses.replace(node1, known_hosts=empty), timeout=10)
-    with pytest.raises(hosts.Unreachable, match=r"the server refused .* for user root"):
-        hosts.connect(dataclasses.replace(node1, user="root"), timeout=10)
+        ssh.connect(dataclasses.replace(node1, known_hosts=empty), timeout=10)
+    with pytest.raises(ssh.Unreachable, match=r"the server refused .* for user root"):
+        ssh.connect(dataclasses.replace(node1, user="root"), timeout=10)
