@@ -34,6 +34,7 @@ def test_installer_batch_mode_installs_a_conda_that_says_it_is_a_standin(tmp_pat
     assert again.returncode != 0  # like the real installer: an existing prefix is refused
 
 
+@pytest.mark.integration  # builds a Python environment with pip: seconds of work, not the fast lane's
 @pytest.mark.skipif(not shutil.which("python3.11"), reason="needs the host's python3.11")
 def test_conda_create_makes_an_environment_with_that_python(tmp_path: Path):
     conda = install(tmp_path) / "bin" / "conda"
