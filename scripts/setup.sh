@@ -33,10 +33,19 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { echo "setup: the Docker engine did not start; see /var/log/dockerd.log" >&2; exit 3; }
 fi
 
-if [ ! -x .venv/bin/gpuprov ] || [ pyproject.toml -nt .venv/.installed ]; then
+# What the install depends on: the Python and pyproject's dependency lists and commands. Other edits to
+# pyproject.toml (pytest markers, lint settings) need no reinstall; the package itself is installed editable.
+install_stamp() {
+  python3 -c 'import hashlib, sys, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+wanted = [project.get(key) for key in ("dependencies", "optional-dependencies", "scripts")]
+print(sys.version.split()[0], hashlib.sha256(repr(wanted).encode()).hexdigest())'
+}
+
+if [ ! -x .venv/bin/gpuprov ] || [ "$(cat .venv/.installed 2>/dev/null)" != "$(install_stamp)" ]; then
   echo "setup: installing gpuprov and its test tools into .venv"
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v "is ignored" || true
   .venv/bin/gpuprov --version >/dev/null
-  touch .venv/.installed
+  install_stamp >.venv/.installed
 fi

@@ -21,6 +21,8 @@ from gpuprov import resources
 from gpuprov.sandbox.cluster import LABEL, ROLE_LABEL
 from tests.integration.conftest import Sandbox, gpuprov, start_sandbox, unique_name
 
+pytestmark = pytest.mark.integration
+
 RECORDED = Path(__file__).parents[1] / "recorded" / "proc-driver-nvidia-version" / "open-x86_64-565.57.01"
 LOCKED = "550.127.08"
 OLDER = "550.90.07"

@@ -33,7 +33,9 @@ def build(
     )
 
 
-def test_default_arguments(tmp_path: Path, state_dir: Path) -> None:
+def test_default_arguments(tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    here = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", os.pathsep.join(["/opt/tools/bin", "/usr/bin"]))
     inventory = tmp_path / "inv.ini"
     kwargs = build(Options(inventory=inventory), {"gpu_stack": {"cuda_version": "12.4.1"}, "x": "1 2"})
     envvars = kwargs.pop("envvars")
@@ -56,7 +58,7 @@ def test_default_arguments(tmp_path: Path, state_dir: Path) -> None:
     }
     assert Path(str(fact_cache)).parent == state_dir / "facts"
     assert envvars == {
-        "PATH": arguments.search_path(),
+        "PATH": os.pathsep.join([here, "/opt/tools/bin", "/usr/bin"]),
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_SSH_ARGS": "-C -o ControlMaster=auto -o ControlPersist=120s -o ServerAliveInterval=15",
@@ -69,7 +71,31 @@ def test_default_arguments(tmp_path: Path, state_dir: Path) -> None:
         "ANSIBLE_LOCALHOST_WARNING": "False",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
     }
-    assert envvars["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected_rest"),
+    [
+        (["/usr/local/bin", "/usr/bin"], ["/usr/local/bin", "/usr/bin"]),
+        (["/usr/bin", "{here}", "/bin"], ["/usr/bin", "/bin"]),  # gpuprov's bin dir moves to the front
+        (["{here}", "", "/bin", ""], ["/bin"]),  # empty entries (the working directory) are dropped
+    ],
+    ids=["prepended", "moved-first-once", "no-empty-entries"],
+)
+def test_search_path_puts_gpuprovs_python_first(
+    monkeypatch: pytest.MonkeyPatch, path: list[str], expected_rest: list[str]
+) -> None:
+    """runner must find the ansible-playbook installed beside gpuprov, before any other on PATH."""
+    here = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", os.pathsep.join(entry.format(here=here) for entry in path))
+    assert arguments.search_path().split(os.pathsep) == [here, *expected_rest]
+
+
+def test_search_path_without_path_uses_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PATH")
+    here = str(Path(sys.executable).parent)
+    default = [entry for entry in os.defpath.split(os.pathsep) if entry and entry != here]
+    assert arguments.search_path().split(os.pathsep) == [here, *default]
 
 
 def test_all_options(tmp_path: Path) -> None:

@@ -19,7 +19,11 @@ from gpuprov import resources
 
 BIN = Path(sys.executable).parent
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root")
+# Left out of the fast lane: root, a chroot connection, and three playbook runs of five hosts each.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the chroot connection needs root"),
+]
 
 
 def run_reboot_play(tmp_path: Path, marked: list[str], batch: str, extra: str = "") -> list[dict]:

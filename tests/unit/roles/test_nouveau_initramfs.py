@@ -8,7 +8,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.unit.roles.local_play import run_play
+
+# Left out of the fast lane: five runs of the role's nouveau tasks take half a minute or more.
+pytestmark = pytest.mark.integration
 
 
 def run_nouveau(tmp_path: Path) -> subprocess.CompletedProcess[str]:

@@ -6,6 +6,7 @@ import configparser
 import hashlib
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,16 @@ import pytest
 from gpuprov.sandbox import inventory, standins
 
 
-def test_the_checksum_is_the_installers():
-    assert standins.conda_installer_sha256() == hashlib.sha256(standins.conda_installer()).hexdigest()
+def test_the_checksum_is_the_installers_whichever_process_made_it(tmp_path: Path):
+    """The inventory's checksum and the mirror's installer come from different gpuprov runs: the installer
+    must come out byte for byte the same (no timestamp, no random part) for the role's check to pass."""
+    served = tmp_path / standins.CONDA_INSTALLER_NAME
+    script = (
+        "import sys; from gpuprov.sandbox import standins\n"
+        "open(sys.argv[1], 'wb').write(standins.conda_installer())"
+    )
+    subprocess.run([sys.executable, "-c", script, str(served)], check=True)
+    assert hashlib.sha256(served.read_bytes()).hexdigest() == standins.conda_installer_sha256()
 
 
 def install(tmp_path: Path) -> Path:
@@ -34,6 +43,7 @@ def test_installer_batch_mode_installs_a_conda_that_says_it_is_a_standin(tmp_pat
     assert again.returncode != 0  # like the real installer: an existing prefix is refused
 
 
+@pytest.mark.integration  # builds a Python environment with pip: seconds of work, not the fast lane's
 @pytest.mark.skipif(not shutil.which("python3.11"), reason="needs the host's python3.11")
 def test_conda_create_makes_an_environment_with_that_python(tmp_path: Path):
     conda = install(tmp_path) / "bin" / "conda"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -112,10 +115,22 @@ def test_image_refs_name_the_os_and_a_short_hash():
         assert re.fullmatch(rf"gpuprov/node:{re.escape(os_name)}-[0-9a-f]{{12}}", images.image_ref(os_name))
 
 
-def test_hashes_are_stable():
-    spec = images.os_spec("rocky9")
-    assert images.image_hash(spec) == images.image_hash(dataclasses.replace(spec))
-    assert images.base_hash() == images.base_hash()
+def test_hashes_are_stable_across_processes():
+    """Another run of gpuprov (its own string-hash seed) names the same images, so it reuses them."""
+    script = (
+        "from gpuprov.sandbox import images\n"
+        "print(images.base_hash())\n"
+        "for name in images.SANDBOX_OSES: print(images.image_hash(images.os_spec(name)))\n"
+    )
+    theirs = [
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.split()
+        for seed in ("1", "2")
+    ]  # fmt: skip
+    ours = [images.base_hash(), *(images.image_hash(images.os_spec(n)) for n in images.SANDBOX_OSES)]
+    assert theirs == [ours, ours]
 
 
 def test_every_os_has_its_own_hash():

@@ -32,6 +32,8 @@ from gpuprov.sandbox.mirror import APT_REPOS, RPM_REPOS, MirrorContent
 from gpuprov.sandbox.standins import CATALOGUE, ContainerToolkitRelease, NcclRelease
 
 TOOLS = ("dpkg-deb", "apt-ftparchive", "rpmbuild", "rpmsign", "createrepo_c", "gpg", "gpgv")
+# Tests that build a mirror with the real tools (every one that uses the `built` or `cache` fixture) are
+# marked integration: the build takes half a minute or more, which the fast lane leaves out.
 pytestmark = pytest.mark.skipif(
     any(shutil.which(t) is None for t in TOOLS) and os.geteuid() != 0,
     reason="needs the mirror's build tools (installed automatically only as root)",
@@ -109,6 +111,7 @@ def paragraphs(packages_file: Path) -> list[dict[str, str]]:
 # Layout and keys
 
 
+@pytest.mark.integration
 def test_layout_mimics_nvidia_repositories(built: MirrorContent) -> None:
     assert re.fullmatch(r"[0-9A-F]{40}", built.key_fingerprint)
     assert built.key_file_name == built.key_fingerprint[-8:].lower() + ".pub"
@@ -121,6 +124,7 @@ def test_layout_mimics_nvidia_repositories(built: MirrorContent) -> None:
     assert (built.root / "keys" / "gpuprov-sandbox.asc").read_text().startswith("-----BEGIN PGP PUBLIC KEY")
 
 
+@pytest.mark.integration
 def test_private_key_stays_out_of_the_served_root(built: MirrorContent, cache: Path) -> None:
     assert (cache / "mirror-key").stat().st_mode & 0o777 == 0o700
     assert not list(built.root.rglob("private-keys-v1.d"))
@@ -129,6 +133,7 @@ def test_private_key_stays_out_of_the_served_root(built: MirrorContent, cache: P
             assert b"PRIVATE KEY" not in f.read_bytes(), f
 
 
+@pytest.mark.integration
 def test_key_uid_says_it_is_a_stand_in(built: MirrorContent) -> None:
     shown = run(
         "gpg",
@@ -147,6 +152,7 @@ def test_key_uid_says_it_is_a_stand_in(built: MirrorContent) -> None:
 # apt
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", APT_REPOS)
 def test_release_signatures_verify_with_the_published_key(
     built: MirrorContent, keyring: Path, name: str
@@ -177,6 +183,7 @@ DEBIAN_DRIVER_NAMES = (
 )
 
 
+@pytest.mark.integration
 def test_packages_list_nvidia_names_at_exact_versions(built: MirrorContent) -> None:
     packages = paragraphs(repo(built, "debian12") / "Packages")
     versions: dict[str, set[str]] = {}
@@ -227,6 +234,7 @@ def test_packages_list_nvidia_names_at_exact_versions(built: MirrorContent) -> N
         assert "stand-in" in p["Description"]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt")
 def test_apt_installs_from_the_flat_repository_over_http(
     built: MirrorContent, keyring: Path, served: str, tmp_path: Path
@@ -258,6 +266,7 @@ def test_apt_installs_from_the_flat_repository_over_http(
     assert "+cuda12.2" not in nccl  # debian12 carries no CUDA 12.2
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt")
 def test_apt_installs_the_debian_names_of_the_locked_branch_only_with_the_version_pin(
     built: MirrorContent, keyring: Path, served: str, tmp_path: Path
@@ -304,6 +313,7 @@ def _apt_options(tmp_path: Path, keyring: Path, url: str) -> list[str]:
     ]
 
 
+@pytest.mark.integration
 def test_cuda_toolkit_installs_beside_others_and_leaves_usr_local_cuda_alone(
     built: MirrorContent, tmp_path: Path
 ) -> None:
@@ -334,6 +344,7 @@ def test_cuda_toolkit_installs_beside_others_and_leaves_usr_local_cuda_alone(
     assert "#define CUDA_VERSION 12040" in (home / "include/cuda.h").read_text()
 
 
+@pytest.mark.integration
 def test_cuda_config_packages_ship_nvidias_linker_entries(built: MirrorContent, tmp_path: Path) -> None:
     d = repo(built, "debian12")
     common = extract(d / "cuda-toolkit-config-common_12.4.127-1_all.deb", tmp_path / "a") / "etc/ld.so.conf.d"
@@ -348,6 +359,7 @@ def test_cuda_config_packages_ship_nvidias_linker_entries(built: MirrorContent, 
     assert (rpms / "cuda-toolkit-config-common-12.4.127-1.noarch.rpm").is_file()
 
 
+@pytest.mark.integration
 def test_cuda_keyring_has_nvidias_shape_and_the_mirror_key(
     built: MirrorContent, keyring: Path, tmp_path: Path
 ) -> None:
@@ -377,6 +389,7 @@ def test_cuda_keyring_has_nvidias_shape_and_the_mirror_key(
     assert "Package: cuda-keyring\nVersion: 1.1-1\nArchitecture: all\n" in control
 
 
+@pytest.mark.integration
 def test_headers_carry_the_real_version_defines(built: MirrorContent, tmp_path: Path) -> None:
     d = repo(built, "debian12")
     nccl = extract(d / "libnccl-dev_2.21.5-1+cuda12.4_amd64.deb", tmp_path / "nccl") / "usr/include/nccl.h"
@@ -386,6 +399,7 @@ def test_headers_carry_the_real_version_defines(built: MirrorContent, tmp_path: 
     assert "#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 5\n#define CUDNN_PATCHLEVEL 1\n" in text
 
 
+@pytest.mark.integration
 def test_driver_libraries_load_under_their_real_soname(built: MirrorContent, tmp_path: Path) -> None:
     deb = repo(built, "debian12") / "libnvidia-compute-550_550.127.08-1_amd64.deb"
     libdir = extract(deb, tmp_path) / "usr/lib/x86_64-linux-gnu"
@@ -399,6 +413,7 @@ def test_driver_libraries_load_under_their_real_soname(built: MirrorContent, tmp
         assert "libcuda.so.1 -> libcuda.so.550.127.08" in run("ldconfig", "-n", "-v", libdir).stdout
 
 
+@pytest.mark.integration
 def test_debian_named_driver_packages_carry_the_same_payloads(built: MirrorContent, tmp_path: Path) -> None:
     d = repo(built, "debian12")
     libdir = extract(d / "libcuda1_550.127.08-1_amd64.deb", tmp_path / "cuda") / "usr/lib/x86_64-linux-gnu"
@@ -429,6 +444,7 @@ def smi(tool: Path, conf: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run(tool, *args, env={**os.environ, "GPUPROV_STANDIN_GPUS_CONF": str(conf)})
 
 
+@pytest.mark.integration
 def test_nvidia_smi_without_gpus_behaves_like_the_real_one(nvidia_smi: Path, tmp_path: Path) -> None:
     for args in ((), ("-L",), ("--query-gpu=name", "--format=csv")):
         proc = smi(nvidia_smi, tmp_path / "absent.conf", *args)
@@ -436,6 +452,7 @@ def test_nvidia_smi_without_gpus_behaves_like_the_real_one(nvidia_smi: Path, tmp
     assert "gpuprov sandbox stand-in" in smi(nvidia_smi, tmp_path / "absent.conf", "--help").stdout
 
 
+@pytest.mark.integration
 def test_nvidia_smi_reports_simulated_gpus(nvidia_smi: Path, tmp_path: Path) -> None:
     conf = tmp_path / "standin-gpus.conf"
     conf.write_text('GPU_COUNT=2\nGPU_NAME="NVIDIA H100 80GB HBM3"\nMEMORY_MIB=81559\n')
@@ -478,6 +495,7 @@ def rpms(built: MirrorContent) -> list[Path]:
     return sorted(repo(built, "rhel9").glob("*.rpm"))
 
 
+@pytest.mark.integration
 def test_rpms_carry_nvidia_names_and_versions(rpms: list[Path]) -> None:
     query = run("rpm", "-qp", "--qf", r"%{NAME} %{EPOCHNUM}:%{VERSION}-%{RELEASE} %{ARCH}\n", *rpms).stdout
     found = set(query.splitlines())
@@ -502,6 +520,7 @@ def test_rpms_carry_nvidia_names_and_versions(rpms: list[Path]) -> None:
     assert len(found) == len(rpms) == len(standins.rpm_packages(carried))
 
 
+@pytest.mark.integration
 def test_rpms_are_signed_and_verify_after_importing_the_key(
     built: MirrorContent, rpms: list[Path], tmp_path: Path
 ) -> None:
@@ -513,6 +532,7 @@ def test_rpms_are_signed_and_verify_after_importing_the_key(
     assert checked.stdout.count("digests signatures OK") == len(rpms)
 
 
+@pytest.mark.integration
 def test_rpms_require_nothing_but_other_stand_ins(rpms: list[Path]) -> None:
     """The test hosts' rpm database starts empty: no /bin/sh, no sonames, no files outside the mirror."""
     provided = set(run("rpm", "-qp", "--provides", *rpms).stdout.split())
@@ -522,12 +542,14 @@ def test_rpms_require_nothing_but_other_stand_ins(rpms: list[Path]) -> None:
             assert name.startswith("rpmlib(") or name in provided, f"{rpm_file.name} requires {line}"
 
 
+@pytest.mark.integration
 def test_repomd_signature_verifies(built: MirrorContent, keyring: Path) -> None:
     for name in RPM_REPOS:
         repomd = repo(built, name) / "repodata" / "repomd.xml"
         assert run("gpgv", "--keyring", keyring, f"{repomd}.asc", repomd).returncode == 0
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(
     shutil.which("dnf") is None or os.geteuid() != 0, reason="needs dnf (as on the rocky-like hosts) and root"
 )
@@ -583,6 +605,7 @@ def _repository_versions(content: MirrorContent, name: str) -> dict[str, set[str
     return versions
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", [*APT_REPOS, *RPM_REPOS])
 def test_each_repository_carries_the_cuda_releases_the_table_lists_for_it(
     built: MirrorContent, name: str
@@ -611,6 +634,7 @@ def test_each_repository_carries_the_cuda_releases_the_table_lists_for_it(
     assert {n.cuda for n in CATALOGUE.nccl if n.cuda in minors} <= builds
 
 
+@pytest.mark.integration
 def test_debian12_has_no_cuda_12_2_builds(built: MirrorContent) -> None:
     """NVIDIA's debian12 repository starts at CUDA 12.3 (see os_repositories.debian12)."""
     versions = _repository_versions(built, "debian12")
@@ -620,6 +644,7 @@ def test_debian12_has_no_cuda_12_2_builds(built: MirrorContent) -> None:
     assert "cuda-toolkit-12-2" in _repository_versions(built, "ubuntu2204")  # which does carry it
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["debian12", "ubuntu2204", "rhel9"])
 def test_the_sandbox_nodes_repositories_hold_the_sandbox_lock(built: MirrorContent, name: str) -> None:
     """The repositories of the sandbox's debian12, ubuntu22.04 and rocky9 nodes."""
@@ -636,6 +661,7 @@ def test_the_sandbox_nodes_repositories_hold_the_sandbox_lock(built: MirrorConte
     assert f"{lock_['driver_version']}-1" in versions[driver]
 
 
+@pytest.mark.integration
 def test_ubuntu2404_starts_after_the_sandbox_lock_cuda(built: MirrorContent) -> None:
     """NVIDIA's ubuntu2404 repository has no CUDA 12.2/12.4; no sandbox node uses it."""
     versions = _repository_versions(built, "ubuntu2404")
@@ -674,6 +700,7 @@ def test_content_hash_follows_the_repositories_cuda() -> None:
 # Caching, content hash, atomic builds
 
 
+@pytest.mark.integration
 def test_second_call_is_a_cache_hit(
     built: MirrorContent, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -730,6 +757,7 @@ def _cache_with_key(cache: Path, tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.integration
 def test_interrupted_build_leaves_nothing_half_made(
     built: MirrorContent, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -749,6 +777,7 @@ def test_interrupted_build_leaves_nothing_half_made(
     assert "nvidia-container-toolkit" in (repo(content, "debian12") / "Packages").read_text()
 
 
+@pytest.mark.integration
 def test_only_the_newest_mirrors_are_kept(cache: Path, tmp_path: Path) -> None:
     fresh = _cache_with_key(cache, tmp_path)
     roots = []
