@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import paramiko
 
 from gpuprov import hosts
-from gpuprov.errors import BadInput, GpuprovError
+from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.launch import remote
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Nproc
 
@@ -186,6 +186,18 @@ else:
 """
 
 
+# What a problem keeps from being true; the worst decides the exit code, as in bootstrap's preflight.
+UNREACHABLE = "unreachable"  # no SSH session, or it broke: exit 6
+NOT_READY = "not ready"  # the host answers but cannot run the job (env, torch, versions, port): exit 7
+INPUT = "input"  # an option asks for what the hosts cannot give (--master-port, --nproc-per-node): exit 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str  # UNREACHABLE, NOT_READY or INPUT
+    text: str
+
+
 @dataclass
 class HostCheck:
     host: hosts.Host
@@ -196,7 +208,7 @@ class HostCheck:
     nccl: str | None = None
     gpus: int = 0
     nproc: int = 0
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     importing: tuple[paramiko.ChannelFile, paramiko.ChannelFile] | None = None  # stdout, stderr
 
 
@@ -216,16 +228,26 @@ class Preflight:
                 check.client.close()
 
 
-class PreflightFailed(BadInput):
+def exit_code(problems: list[Problem]) -> ExitCode:
+    """6 when a host could not be reached, else 7 when a host is not ready, else 2 (the README's table)."""
+    kinds = {p.kind for p in problems}
+    if UNREACHABLE in kinds:
+        return ExitCode.HOSTS_UNREACHABLE
+    if NOT_READY in kinds:
+        return ExitCode.PREFLIGHT_FAILED
+    return ExitCode.BAD_INPUT
+
+
+class PreflightFailed(GpuprovError):
     """Problems on the hosts that keep the job from starting; nothing was started."""
 
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = [p.text for p in problems]
         if len(problems) == 1:
-            message = f"preflight: {problems[0]}; nothing was started"
+            message = f"preflight: {problems[0].text}; nothing was started"
         else:
             message = f"preflight found {len(problems)} problems (listed above); nothing was started"
-        super().__init__(message)
+        super().__init__(message, exit_code(problems))
 
 
 def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, nproc: Nproc) -> Preflight:
@@ -233,7 +255,7 @@ def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, n
     checks = remote.on_all(selected, _check_host)
     result = Preflight(checks, master_addr, master_port or 0)
     try:
-        problems: list[str] = []
+        problems: list[Problem] = []
         if checks[0].client is not None and checks[0].torch is not None:
             port, reach_problems = _master_port_and_reach(checks, master_addr, master_port)
             result.master_port = port
@@ -247,8 +269,11 @@ def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, n
             resolved = nproc.resolve(check.gpus)
             if resolved is None:
                 problems.append(
-                    f"{check.host.name} has no GPU, but --nproc-per-node gpu asks for one process per GPU; "
-                    "give a number or 'auto'"
+                    Problem(
+                        INPUT,
+                        f"{check.host.name} has no GPU, but --nproc-per-node gpu asks for one process per "
+                        "GPU; give a number or 'auto'",
+                    )
                 )
             else:
                 check.nproc = resolved
@@ -264,13 +289,21 @@ def _check_host(host: hosts.Host) -> HostCheck:
     check = HostCheck(host)
     try:
         check.client = remote.connect(host)
-    except GpuprovError as exc:
-        check.problems.append(exc.message)
+    except hosts.Unreachable as exc:
+        check.problems.append(Problem(UNREACHABLE, exc.message))
+        return check
+    except BadInput as exc:  # a known_hosts file that cannot be read
+        check.problems.append(Problem(INPUT, exc.message))
+        return check
+    except GpuprovError as exc:  # the host key is unknown or changed
+        check.problems.append(Problem(NOT_READY, exc.message))
         return check
     try:
         _probe(check)
-    except GpuprovError as exc:
-        check.problems.append(f"{host.name}: {exc.message}")
+    except BadInput as exc:  # an inventory value (gpuprov_gpu_count)
+        check.problems.append(Problem(INPUT, f"{host.name}: {exc.message}"))
+    except GpuprovError as exc:  # the SSH session broke
+        check.problems.append(Problem(UNREACHABLE, f"{host.name}: {exc.message}"))
     return check
 
 
@@ -284,24 +317,31 @@ def _probe(check: HostCheck) -> None:
             recorded = json.loads(fact.stdout)
             fact_python, fact_nccl = recorded.get("python"), recorded.get("nccl_version")
         except (ValueError, AttributeError):
-            check.problems.append(f"{host.name}: {FACT_FILE} is not valid JSON; re-run `gpuprov bootstrap`")
+            check.problems.append(
+                Problem(NOT_READY, f"{host.name}: {FACT_FILE} is not valid JSON; re-run `gpuprov bootstrap`")
+            )
             return
     check.python = str(host.vars.get("gpuprov_python") or fact_python or DEFAULT_PYTHON)
     probe = remote.run(check.client, remote.python_command(check.python, _PROBE), timeout=60)
     if probe.rc == 127 or "No such file" in probe.stderr:
         where = FACT_FILE if fact.rc == 0 else f"no {FACT_FILE}"
         check.problems.append(
-            f"{host.name}: no Python env at {check.python} ({where}); run `gpuprov bootstrap` on it first "
-            "(or set gpuprov_python for the host)"
+            Problem(
+                NOT_READY,
+                f"{host.name}: no Python env at {check.python} ({where}); run `gpuprov bootstrap` on it "
+                "first (or set gpuprov_python for the host)",
+            )
         )
         return
     try:
         info = json.loads(probe.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        check.problems.append(f"{host.name}: {check.python} failed: {probe.last_line}")
+        check.problems.append(Problem(NOT_READY, f"{host.name}: {check.python} failed: {probe.last_line}"))
         return
     if "error" in info:
-        check.problems.append(f"{host.name}: the env {check.python} has no usable torch ({info['error']})")
+        check.problems.append(
+            Problem(NOT_READY, f"{host.name}: the env {check.python} has no usable torch ({info['error']})")
+        )
         return
     check.torch, check.cuda = info["torch"], info.get("cuda")
     check.nccl = info.get("nccl") or fact_nccl
@@ -336,11 +376,15 @@ def _finish_import(check: HostCheck) -> None:
         info = json.loads(stdout.strip().splitlines()[-1])
     except (TimeoutError, paramiko.SSHException, OSError, ValueError, IndexError):
         last = (stderr.strip().splitlines() or ["no answer"])[-1]
-        check.problems.append(f"{name}: `import torch` with {check.python} did not report ({last})")
+        check.problems.append(
+            Problem(NOT_READY, f"{name}: `import torch` with {check.python} did not report ({last})")
+        )
         check.torch = None
         return
     if "error" in info:
-        check.problems.append(f"{name}: the env {check.python} cannot import torch ({info['error']})")
+        check.problems.append(
+            Problem(NOT_READY, f"{name}: the env {check.python} cannot import torch ({info['error']})")
+        )
         check.torch = None
         return
     check.torch, check.cuda = info["torch"], info.get("cuda")
@@ -354,7 +398,7 @@ def _gpu_count(check: HostCheck) -> int:
         try:
             return int(given)
         except (TypeError, ValueError):
-            raise GpuprovError(f"gpuprov_gpu_count {given!r} is not a number") from None
+            raise BadInput(f"gpuprov_gpu_count {given!r} is not a number; fix the inventory") from None
     smi = remote.run(
         check.client,
         "command -v nvidia-smi >/dev/null || exit 100; nvidia-smi --query-gpu=index --format=csv,noheader",
@@ -370,7 +414,7 @@ def _last(out: paramiko.ChannelFile, err: paramiko.ChannelFile, head: str) -> st
     return (text.splitlines() or ["no output"])[-1]
 
 
-def _versions_agree(checks: list[HostCheck]) -> list[str]:
+def _versions_agree(checks: list[HostCheck]) -> list[Problem]:
     problems = []
     for label, attr in (("torch", "torch"), ("CUDA (torch.version.cuda)", "cuda"), ("NCCL", "nccl")):
         values = Counter(str(getattr(c, attr)) for c in checks)
@@ -379,15 +423,18 @@ def _versions_agree(checks: list[HostCheck]) -> list[str]:
         common, _ = values.most_common(1)[0]
         odd = [f"{c.host.name} has {getattr(c, attr)}" for c in checks if str(getattr(c, attr)) != common]
         problems.append(
-            f"{label} versions differ: {', '.join(odd)}, the other hosts {common}; "
-            "re-run `gpuprov bootstrap` so every host has the same env"
+            Problem(
+                NOT_READY,
+                f"{label} versions differ: {', '.join(odd)}, the other hosts {common}; "
+                "re-run `gpuprov bootstrap` so every host has the same env",
+            )
         )
     return problems
 
 
 def _master_port_and_reach(
     checks: list[HostCheck], master_addr: str, given_port: int | None
-) -> tuple[int, list[str]]:
+) -> tuple[int, list[Problem]]:
     master = checks[0]
     assert master.client is not None
     workers = [c for c in checks[1:] if c.client is not None and c.torch is not None]
@@ -399,18 +446,24 @@ def _master_port_and_reach(
         _, out, err = master.client.exec_command(command, timeout=REACH_TIMEOUT_S + 10)
         head = out.readline().strip()
     except (paramiko.SSHException, OSError) as exc:
-        return 0, [f"{master.host.name}: SSH failed during the port check ({exc})"]
+        return 0, [Problem(UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({exc})")]
     if not head.startswith(("port ", "busy")):
-        return 0, [f"{master.host.name}: the port check failed: {_last(out, err, head)}"]
+        return 0, [Problem(NOT_READY, f"{master.host.name}: the port check failed: {_last(out, err, head)}")]
     if not head.startswith("port "):
         if given_port:
             return 0, [
-                f"master port {given_port} is in use on {master.host.name}; choose another --master-port "
-                "or leave it out to let gpuprov pick a free one"
+                Problem(
+                    INPUT,
+                    f"master port {given_port} is in use on {master.host.name}; choose another "
+                    "--master-port or leave it out to let gpuprov pick a free one",
+                )
             ]
         return 0, [
-            f"no free port in {first}-{first + count - 1} on the master {master.host.name}; "
-            "give --master-port"
+            Problem(
+                NOT_READY,
+                f"no free port in {first}-{first + count - 1} on the master {master.host.name}; "
+                "give --master-port",
+            )
         ]
     port = int(head.split()[1])
     tokens = {c.host.name: f"{c.host.name}-{secrets.token_hex(4)}" for c in workers}
@@ -440,7 +493,11 @@ def _master_port_and_reach(
         if name in connect_errors or tokens[name] not in received:
             why = connect_errors.get(name, "the master did not receive the test connection")
             problems.append(
-                f"{name} cannot reach the master {master.host.name} at {master_addr}:{port} ({why}); "
-                f"check the address (ansible_host or gpuprov_master_addr of {master.host.name}) and firewalls"
+                Problem(
+                    NOT_READY,
+                    f"{name} cannot reach the master {master.host.name} at {master_addr}:{port} ({why}); "
+                    f"check the address (ansible_host or gpuprov_master_addr of {master.host.name}) and "
+                    "firewalls",
+                )
             )
     return port, problems
