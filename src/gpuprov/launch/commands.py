@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from gpuprov.launch import jobs as job_records
 from gpuprov.launch import options, runner, sbatch
 
+_GIVEN_ARGS = "gpuprov.launch.given_args"
 
+
+class _LaunchCommand(click.Command):
+    """`launch`, keeping the arguments it was given (for the command line an sbatch script records).
+
+    They come from click, not sys.argv: `gpuprov -v launch ...` and `gpuprov.cli.main([...])` give the
+    same record as `gpuprov launch ...`.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_GIVEN_ARGS] = list(args)
+        return super().parse_args(ctx, args)
+
+
+# Options end at SCRIPT: what follows it is the script's, `--epochs 3` as well as `-- --epochs 3`.
 @click.command(
     "launch",
+    cls=_LaunchCommand,
     context_settings={"allow_interspersed_args": False, "help_option_names": ["-h", "--help"]},
 )
 @click.option(
@@ -136,7 +150,8 @@ def launch(
         grace_s=grace_s,
     )
     if opts.emit_sbatch is not None:
-        sbatch.write(opts, sys.argv[2:] if len(sys.argv) > 2 else [script, *script_args])
+        given: list[str] = click.get_current_context().meta[_GIVEN_ARGS]
+        sbatch.write(opts, given)
         return
     runner.launch(opts)
 
