@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from gpuprov.launch import control, flow, options, sbatch
 from gpuprov.launch import jobs as job_records
-from gpuprov.launch import options, runner, sbatch
 
 _GIVEN_ARGS = "gpuprov.launch.given_args"
 
@@ -153,13 +153,13 @@ def launch(
         given: list[str] = click.get_current_context().meta[_GIVEN_ARGS]
         sbatch.write(opts, given)
         return
-    runner.launch(opts)
+    flow.launch(opts)
 
 
 @click.command("jobs")
 def jobs() -> None:
     """List the jobs launched from this machine: id, hosts, state, start, exit codes."""
-    runner.list_jobs()
+    control.list_jobs()
 
 
 @click.command("logs")
@@ -167,14 +167,14 @@ def jobs() -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
 def logs(job_id: str, follow: bool) -> None:
     """Print a job's output from every host (prefixed host/rank)."""
-    runner.show_logs(job_id, follow)
+    control.show_logs(job_id, follow)
 
 
 @click.command("stop")
 @click.argument("job_id", metavar="JOB")
 def stop(job_id: str) -> None:
     """Stop a job on every host (SIGTERM, then SIGKILL after its grace period)."""
-    runner.stop_job(job_id)
+    control.stop_job(job_id)
 
 
 COMMANDS = (launch, jobs, logs, stop)

@@ -22,7 +22,7 @@ import pytest
 
 from gpuprov import hosts
 from gpuprov.errors import BadInput
-from gpuprov.launch import jobs, options, push, remote, render, runner, stream
+from gpuprov.launch import jobs, options, plan, push, remote, render, stream
 
 BIN = Path(sys.executable).parent
 JOB = "20250101-120000-abcd"
@@ -384,7 +384,7 @@ def test_a_directory_given_as_a_file(work: Path, monkeypatch: pytest.MonkeyPatch
     )
     monkeypatch.chdir(work)
     with pytest.raises(BadInput, match=r"node1: gpuprov_torchrun_template code\.py is a directory"):
-        runner._template_for(options.LaunchOptions(script=work / "train.py"), host)
+        plan.template_for(options.LaunchOptions(script=work / "train.py"), host)
 
 
 @pytest.mark.parametrize(
