@@ -7,11 +7,13 @@ master, and every other host can open a TCP connection to the master's address a
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import paramiko
 
@@ -23,167 +25,18 @@ from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Npro
 FACT_FILE = "/etc/ansible/facts.d/gpuprov_python_env.fact"
 DEFAULT_PYTHON = "/opt/gpuprov/envs/train/bin/python"
 REACH_TIMEOUT_S = 5.0
-
-# What a successful `import torch` depends on, cheaply: the interpreter, the env's site-packages and torch
-# directories (pip changes their mtimes when it installs, upgrades or removes anything) and the linker
-# cache (system libraries added or removed). A host keeps the state of its last successful import in
-# ~/.gpuprov/torch-import-ok/; while the state is the same, the import (seconds per host) is not repeated.
-_ENV_STATE = """
-import hashlib, importlib.util, os, sys, sysconfig
-
-
-def env_state():
-    where = sysconfig.get_paths()
-    paths = [os.path.realpath(sys.executable), where["purelib"], where["platlib"], "/etc/ld.so.cache"]
-    spec = importlib.util.find_spec("torch")
-    if spec is not None and spec.submodule_search_locations:
-        paths += list(spec.submodule_search_locations)
-    digest = hashlib.sha256(os.environ.get("LD_LIBRARY_PATH", "").encode())
-    for path in paths:
-        try:
-            st = os.stat(path)
-            digest.update(("%s %d %d %d\\n" % (path, st.st_mtime_ns, st.st_size, st.st_ino)).encode())
-        except OSError:
-            digest.update(("%s missing\\n" % path).encode())
-    return digest.hexdigest()
-
-
-IMPORT_MARK = os.path.join(os.path.expanduser("~/.gpuprov/torch-import-ok"),
-                           hashlib.sha256(sys.executable.encode()).hexdigest()[:16])
-"""
-
-# First look: finds the env's torch and reads its versions from its files, in milliseconds, so a missing
-# env or torch is reported at once. The real `import torch` (_IMPORT) runs meanwhile and has the last word,
-# unless this env imported torch before and has not changed since (env_state).
-_PROBE = (
-    _ENV_STATE
-    + """
-import json
-info = {"python_version": "%d.%d.%d" % sys.version_info[:3]}
-try:
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("No module named 'torch'")
-    root = list(spec.submodule_search_locations)[0]
-    if not any(n.startswith("_C.") and n.endswith(".so") for n in os.listdir(root)):
-        raise ImportError("torch is incomplete: no compiled torch/_C module in " + root)
-    ns = {}
-    with open(os.path.join(root, "version.py")) as f:
-        exec(compile(f.read(), "torch/version.py", "exec"), ns)
-    info["torch"] = ns["__version__"]
-    info["cuda"] = ns.get("cuda")
-    nccl = None
-    if info["cuda"]:
-        try:
-            import importlib.metadata as md
-            nccl = md.version("nvidia-nccl-cu" + str(info["cuda"]).split(".")[0])
-        except Exception:
-            nccl = None
-    info["nccl"] = nccl
-    try:
-        with open(IMPORT_MARK) as f:
-            info["imported_before"] = f.read() == env_state()
-    except OSError:
-        info["imported_before"] = False
-except Exception as exc:
-    info["error"] = "%s: %s" % (type(exc).__name__, exc)
-print(json.dumps(info))
-"""
-)
-
-# The real import, as the ranks will do it: a torch that is there but cannot load (a missing CUDA library,
-# a broken wheel) fails here, before any rank starts. Takes a second or more, so it runs in the background
-# while the other checks go on (see _start_import).
-_IMPORT = (
-    _ENV_STATE
-    + """
-import json
-info = {}
-state = env_state()
-try:
-    import torch
-    info["torch"] = torch.__version__
-    info["cuda"] = torch.version.cuda
-    info["nccl"] = None
-    if torch.version.cuda:
-        try:
-            v = torch.cuda.nccl.version()
-            info["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-        except Exception:
-            pass
-except Exception as exc:
-    info["error"] = "%s: %s" % (type(exc).__name__, exc)
-else:
-    try:
-        os.makedirs(os.path.dirname(IMPORT_MARK), exist_ok=True)
-        with open(IMPORT_MARK + ".tmp", "w") as f:
-            f.write(state)
-        os.replace(IMPORT_MARK + ".tmp", IMPORT_MARK)
-    except OSError:
-        pass  # a read-only home: the import is just repeated next time
-print(json.dumps(info))
-"""
-)
 IMPORT_TIMEOUT_S = 120.0
+PROBE_SOURCE = Path(__file__).with_name("probe.py")  # its programs for the hosts, stdlib only
 
-# On the master: bind the port (the given one, or the first free one of a range), say which, then accept
-# one connection per other host and report the token each sent.
-_LISTEN = """
-import socket, sys, time
-first, count, expected, timeout = (int(a) for a in sys.argv[1:5])
-sock = None
-for port in range(first, first + count):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("0.0.0.0", port))
-    except OSError:
-        s.close()
-        continue
-    sock = s
-    break
-if sock is None:
-    print("busy", flush=True)
-    sys.exit(0)
-sock.listen(64)
-print("port %d" % port, flush=True)
-deadline = time.monotonic() + timeout
-got = 0
-while got < expected and time.monotonic() < deadline:
-    sock.settimeout(max(0.05, deadline - time.monotonic()))
-    try:
-        conn, _ = sock.accept()
-    except OSError:
-        break
-    conn.settimeout(2)
-    data = b""
-    try:
-        # Read to EOF: the worker closes first, so no TIME_WAIT is left on this port for torchrun.
-        while True:
-            chunk = conn.recv(256)
-            if not chunk:
-                break
-            data += chunk
-    except OSError:
-        pass
-    conn.close()
-    data = data.decode(errors="replace").strip()
-    print("got %s" % data, flush=True)
-    got += 1
-sock.close()
-"""
 
-_CONNECT = """
-import socket, sys
-address, port, token, timeout = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
-try:
-    conn = socket.create_connection((address, port), timeout=timeout)
-    conn.sendall(token.encode() + b"\\n")
-    conn.close()
-except OSError as exc:
-    print("error %s" % (exc.strerror or exc), flush=True)
-else:
-    print("ok", flush=True)
-"""
+@functools.cache
+def _probe_code() -> str:
+    return PROBE_SOURCE.read_text()
+
+
+def probe_command(python: str, *args: str) -> str:
+    """Run a probe.py command on a host with the env's python; the file's text goes as `python -c`."""
+    return remote.python_command(python, _probe_code(), *args)
 
 
 # What a problem keeps from being true; the worst decides the exit code, as in bootstrap's preflight.
@@ -322,7 +175,7 @@ def _probe(check: HostCheck) -> None:
             )
             return
     check.python = str(host.vars.get("gpuprov_python") or fact_python or DEFAULT_PYTHON)
-    probe = remote.run(check.client, remote.python_command(check.python, _PROBE), timeout=60)
+    probe = remote.run(check.client, probe_command(check.python, "look"), timeout=60)
     if probe.rc == 127 or "No such file" in probe.stderr:
         where = FACT_FILE if fact.rc == 0 else f"no {FACT_FILE}"
         check.problems.append(
@@ -354,7 +207,7 @@ def _start_import(check: HostCheck) -> None:
     assert check.client is not None
     try:
         stdin, out, err = check.client.exec_command(
-            remote.python_command(check.python, _IMPORT), timeout=IMPORT_TIMEOUT_S
+            probe_command(check.python, "import"), timeout=IMPORT_TIMEOUT_S
         )
         stdin.channel.shutdown_write()
     except (paramiko.SSHException, OSError) as exc:
@@ -439,8 +292,8 @@ def _master_port_and_reach(
     assert master.client is not None
     workers = [c for c in checks[1:] if c.client is not None and c.torch is not None]
     first, count = (given_port, 1) if given_port else (DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH)
-    command = remote.python_command(
-        master.python, _LISTEN, str(first), str(count), str(len(workers)), str(int(REACH_TIMEOUT_S) + 2)
+    command = probe_command(
+        master.python, "listen", str(first), str(count), str(len(workers)), str(REACH_TIMEOUT_S + 2)
     )
     try:
         _, out, err = master.client.exec_command(command, timeout=REACH_TIMEOUT_S + 10)
@@ -472,8 +325,8 @@ def _master_port_and_reach(
 
     def reach(check: HostCheck) -> None:
         assert check.client is not None
-        cmd = remote.python_command(
-            check.python, _CONNECT, master_addr, str(port), tokens[check.host.name], str(REACH_TIMEOUT_S)
+        cmd = probe_command(
+            check.python, "connect", master_addr, str(port), tokens[check.host.name], str(REACH_TIMEOUT_S)
         )
         try:
             res = remote.run(check.client, cmd, timeout=REACH_TIMEOUT_S + 10)
