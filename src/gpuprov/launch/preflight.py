@@ -2,7 +2,8 @@
 
 Per host: SSH (host key checked), the Python env (from the python_env role's fact file), `import torch`,
 torch / CUDA / NCCL versions, GPU count. Across hosts: versions agree, the master port is free on the
-master, and every other host can open a TCP connection to the master's address and port.
+master, and every other host can open a TCP connection to the master's address and port. What runs on the
+hosts in Python is probe.py. Problems are counted by kind, and the worst decides the exit code (6, 7, 2).
 """
 
 from __future__ import annotations
