@@ -169,10 +169,9 @@ def _run_attached(the_plan: Plan, job: jobs.Job, started: float) -> None:
             job.mark(jobs.RUNNING)
             console.step(f"Starting job {job.id} on {len(names)} host(s) (logs: {job.local_dir})")
             for h in job.hosts:
-                if not attached.open(
-                    h.name, remote.agent_command(h.python, job.remote_dir, "attach", job.remote_dir)
-                ):
-                    break
+                command = remote.agent_command(h.python, job.remote_dir, "attach", job.remote_dir)
+                if not attached.open(h.name, command):
+                    break  # the job is being torn down on the hosts started so far
             attached.wait()
         except KeyboardInterrupt:
             # A second Ctrl-C must not cut the teardown short.
