@@ -16,8 +16,8 @@ class ExitCode(enum.IntEnum):
     ENVIRONMENT = 3  # this machine lacks something: Docker engine, a host tool, permissions
     CONFLICT = 4  # something that gpuprov did not make is in the way (a container or network name)
     HOSTS_FAILED = 5  # bootstrap: a task failed on at least one host
-    HOSTS_UNREACHABLE = 6  # bootstrap: at least one host could not be reached (before or during the run)
-    PREFLIGHT_FAILED = 7  # bootstrap: a host is not ready (host key, sudo, OS); nothing was applied
+    HOSTS_UNREACHABLE = 6  # bootstrap, launch, logs: at least one host could not be reached
+    PREFLIGHT_FAILED = 7  # bootstrap, launch: preflight found a host not ready; nothing was applied/started
     INTERRUPTED = 130  # Ctrl-C
 
 

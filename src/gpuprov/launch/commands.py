@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
+from gpuprov.launch import control, flow, options, sbatch
 from gpuprov.launch import jobs as job_records
-from gpuprov.launch import options, runner, sbatch
+
+_GIVEN_ARGS = "gpuprov.launch.given_args"
 
 
+class _LaunchCommand(click.Command):
+    """`launch`, keeping the arguments it was given (for the command line an sbatch script records).
+
+    They come from click, not sys.argv: `gpuprov -v launch ...` and `gpuprov.cli.main([...])` give the
+    same record as `gpuprov launch ...`.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_GIVEN_ARGS] = list(args)
+        return super().parse_args(ctx, args)
+
+
+# Options end at SCRIPT: what follows it is the script's, `--epochs 3` as well as `-- --epochs 3`.
 @click.command(
     "launch",
+    cls=_LaunchCommand,
     context_settings={"allow_interspersed_args": False, "help_option_names": ["-h", "--help"]},
 )
 @click.option(
@@ -136,15 +150,16 @@ def launch(
         grace_s=grace_s,
     )
     if opts.emit_sbatch is not None:
-        sbatch.write(opts, sys.argv[2:] if len(sys.argv) > 2 else [script, *script_args])
+        given: list[str] = click.get_current_context().meta[_GIVEN_ARGS]
+        sbatch.write(opts, given)
         return
-    runner.launch(opts)
+    flow.launch(opts)
 
 
 @click.command("jobs")
 def jobs() -> None:
     """List the jobs launched from this machine: id, hosts, state, start, exit codes."""
-    runner.list_jobs()
+    control.list_jobs()
 
 
 @click.command("logs")
@@ -152,14 +167,14 @@ def jobs() -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
 def logs(job_id: str, follow: bool) -> None:
     """Print a job's output from every host (prefixed host/rank)."""
-    runner.show_logs(job_id, follow)
+    control.show_logs(job_id, follow)
 
 
 @click.command("stop")
 @click.argument("job_id", metavar="JOB")
 def stop(job_id: str) -> None:
     """Stop a job on every host (SIGTERM, then SIGKILL after its grace period)."""
-    runner.stop_job(job_id)
+    control.stop_job(job_id)
 
 
 COMMANDS = (launch, jobs, logs, stop)

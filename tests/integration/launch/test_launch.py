@@ -276,7 +276,7 @@ def test_host_without_env(launch_sandbox: Sandbox) -> None:
     try:
         before = _remote_job_dirs(launch_sandbox)
         proc = gp(launch_sandbox, "launch", "--nodes", "2", EXAMPLE)
-        _assert_one_line_error(proc, 2, "node2: no Python env at /opt/gpuprov/envs/train/bin/python")
+        _assert_one_line_error(proc, 7, "node2: no Python env at /opt/gpuprov/envs/train/bin/python")
         assert "run `gpuprov bootstrap` on it first" in proc.stderr
         assert _remote_job_dirs(launch_sandbox) == before
     finally:
@@ -294,7 +294,7 @@ def test_host_whose_torch_cannot_be_imported(launch_sandbox: Sandbox) -> None:
     try:
         before = _remote_job_dirs(launch_sandbox)
         proc = gp(launch_sandbox, "launch", "--nodes", "2", EXAMPLE)
-        _assert_one_line_error(proc, 2, "node2: the env /opt/gpuprov/envs/train/bin/python cannot import")
+        _assert_one_line_error(proc, 7, "node2: the env /opt/gpuprov/envs/train/bin/python cannot import")
         assert _remote_job_dirs(launch_sandbox) == before
     finally:
         docker_exec(node2, "sh", "-c", f'rm -f "{pth}"')

@@ -22,7 +22,7 @@ import pytest
 
 from gpuprov import hosts
 from gpuprov.errors import BadInput
-from gpuprov.launch import jobs, options, push, remote, render, runner, stream
+from gpuprov.launch import jobs, options, plan, push, remote, render, stream
 
 BIN = Path(sys.executable).parent
 JOB = "20250101-120000-abcd"
@@ -240,7 +240,7 @@ def test_templates_cannot_reach_python(tmp_path: Path, expression: str) -> None:
 @pytest.mark.parametrize("verbosity", [[], ["-q"], ["-v"]], ids=["normal", "quiet", "verbose"])
 def test_every_preflight_problem_is_listed(work: Path, verbosity: list[str]) -> None:
     proc = gpuprov(*verbosity, "launch", "train.py", cwd=work)
-    line = one_error(proc, 2)
+    line = one_error(proc, 6)  # the hosts cannot be reached: exit 6, as bootstrap's preflight
     assert "preflight found 2 problems" in line
     listed = proc.stderr.replace(line, "")
     assert "node1 (127.0.0.1:1): cannot connect over SSH" in listed
@@ -384,7 +384,7 @@ def test_a_directory_given_as_a_file(work: Path, monkeypatch: pytest.MonkeyPatch
     )
     monkeypatch.chdir(work)
     with pytest.raises(BadInput, match=r"node1: gpuprov_torchrun_template code\.py is a directory"):
-        runner._template_for(options.LaunchOptions(script=work / "train.py"), host)
+        plan.template_for(options.LaunchOptions(script=work / "train.py"), host)
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from typing import Any
 import paramiko
 import pytest
 
-from gpuprov import hosts
+from gpuprov import hosts, ssh
 from gpuprov.errors import GpuprovError
-from gpuprov.launch import preflight, remote
+from gpuprov.launch import preflight
 
 RECORDED = Path(__file__).parents[2] / "recorded" / "nvidia-smi"
 
@@ -20,11 +20,11 @@ RECORDED = Path(__file__).parents[2] / "recorded" / "nvidia-smi"
 def count(monkeypatch: pytest.MonkeyPatch, rc: int, stdout: str) -> int:
     commands: list[str] = []
 
-    def answer(client: Any, command: str, timeout: float = 60, stdin: bytes | None = None) -> remote.Result:
+    def answer(client: Any, command: str, timeout: float = 60, stdin: bytes | None = None) -> ssh.Result:
         commands.append(command)
-        return remote.Result(rc, stdout, "")
+        return ssh.Result(rc, stdout, "")
 
-    monkeypatch.setattr(remote, "run", answer)
+    monkeypatch.setattr(ssh, "run", answer)
     host = hosts.Host("node1", "10.0.0.5", 22, "root", None, Path("/nonexistent"))
     gpus = preflight._gpu_count(preflight.HostCheck(host, client=paramiko.SSHClient()))
     assert commands and "nvidia-smi --query-gpu=index --format=csv,noheader" in commands[0]

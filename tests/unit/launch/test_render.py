@@ -9,7 +9,7 @@ import pytest
 
 from gpuprov import hosts
 from gpuprov.errors import BadInput
-from gpuprov.launch import options, preflight, render, runner, sbatch
+from gpuprov.launch import options, plan, preflight, render, sbatch
 
 
 def _check(name: str, gpus: int, nproc: int, **vars: str) -> preflight.HostCheck:
@@ -29,7 +29,7 @@ def _commands(rdzv: str = "static", **opt_kwargs: object) -> dict[str, render.Ho
         _check("node1", 0, 1, gloo_socket_ifname="eth0"),
         _check("node2", 8, 8, nccl_socket_ifname="ib0"),
     ]
-    return runner.build_commands("20250101-000000-abcd", opts, checks, "10.0.0.1", 29501, "sub/x.py")
+    return plan.build_commands("20250101-000000-abcd", opts, checks, "10.0.0.1", 29501, "sub/x.py")
 
 
 def test_command_building_per_host() -> None:

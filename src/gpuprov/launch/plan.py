@@ -1,0 +1,127 @@
+"""What a launch will do, decided before anything is pushed or started.
+
+options -> inventory + hosts -> preflight (all hosts at once) -> each host's torchrun command and script.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuprov import console, hosts
+from gpuprov.launch import jobs, options, preflight, push, remote, render, selection
+from gpuprov.launch.options import LaunchOptions
+
+
+@dataclass(frozen=True)
+class Plan:
+    job_id: str
+    selected: list[hosts.Host]
+    checks: preflight.Preflight
+    commands: dict[str, render.HostCommand]
+    scripts: dict[str, str]
+    payload: push.Payload
+
+
+def host_env(host: hosts.Host, user_env: dict[str, str], job_id: str, gpus: int) -> dict[str, str]:
+    """The job's environment on one host: the host's NIC choice, the user's --env, gpuprov's own."""
+    env: dict[str, str] = {}
+    nccl_if = host.vars.get("nccl_socket_ifname") or host.vars.get("gpuprov_nccl_socket_ifname")
+    gloo_if = host.vars.get("gloo_socket_ifname") or host.vars.get("gpuprov_gloo_socket_ifname") or nccl_if
+    if nccl_if:
+        env["NCCL_SOCKET_IFNAME"] = str(nccl_if)
+    if gloo_if:
+        env["GLOO_SOCKET_IFNAME"] = str(gloo_if)
+    env.update(user_env)
+    env["PYTHONUNBUFFERED"] = env.get("PYTHONUNBUFFERED", "1")
+    env["GPUPROV_JOB_ID"] = job_id
+    env["GPUPROV_GPUS"] = str(gpus)
+    env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = render.LOG_LINE_PREFIX_TEMPLATE
+    return env
+
+
+def build_commands(
+    job_id: str,
+    opts: LaunchOptions,
+    checks: list[preflight.HostCheck],
+    master_addr: str,
+    master_port: int,
+    script_rel: str,
+) -> dict[str, render.HostCommand]:
+    job_dir = f"{remote.JOBS_DIR}/{job_id}"
+    return {
+        check.host.name: render.HostCommand(
+            job_id=job_id,
+            host=check.host.name,
+            node_rank=rank,
+            nnodes=len(checks),
+            nproc=check.nproc,
+            python=check.python,
+            job_dir=job_dir,
+            script=script_rel,
+            script_args=opts.script_args,
+            master_addr=master_addr,
+            master_port=master_port,
+            rdzv=opts.rdzv,
+            max_restarts=opts.max_restarts,
+            env=host_env(check.host, opts.env, job_id, check.gpus),
+        )
+        for rank, check in enumerate(checks)
+    }
+
+
+def template_for(opts: LaunchOptions, host: hosts.Host) -> Path | None:
+    """The host's torchrun template: --template, else its gpuprov_torchrun_template (checked), else None."""
+    if opts.template is not None:
+        return opts.template
+    given = host.vars.get("gpuprov_torchrun_template")
+    if not given:
+        return None
+    path = Path(str(given)).expanduser()
+    label = f"{host.name}: gpuprov_torchrun_template {given}"
+    options.check_file(path, label, "give the path of a Jinja2 torchrun template in the inventory")
+    render.load(path, label=label)
+    return path
+
+
+def plan(opts: LaunchOptions) -> Plan:
+    """Check the input and every host (preflight); the plan holds the hosts' open SSH connections."""
+    inventory = hosts.load(selection.inventory_path(opts.inventory))
+    selected = selection.select(inventory, opts.nodes, opts.hosts)
+    master_addr = selection.master_address(selected[0], len(selected))
+    templates = {host.name: template_for(opts, host) for host in selected}
+    hosts.check_ssh_files(selected, where="", fix="fix the path")
+    payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
+    console.step(f"Preflight on {len(selected)} host(s): {', '.join(h.name for h in selected)}")
+    try:
+        checks = preflight.run(selected, master_addr, opts.master_port, opts.nproc)
+    except preflight.PreflightFailed as exc:
+        if len(exc.problems) > 1:
+            _problem_table(exc.problems, [h.name for h in selected])
+        raise
+    job_id = jobs.new_id()
+    try:
+        commands = build_commands(
+            job_id, opts, checks.checks, master_addr, checks.master_port, payload.script_rel
+        )
+        scripts = {name: render.torchrun_script(cmd, templates[name]) for name, cmd in commands.items()}
+    except BaseException:
+        checks.close()
+        raise
+    for check in checks.checks:
+        console.detail(
+            f"{check.host.name}: python {check.python}, torch {check.torch}, CUDA {check.cuda}, "
+            f"NCCL {check.nccl}, {check.gpus} GPU(s) -> {check.nproc} process(es)"
+        )
+    return Plan(job_id, selected, checks, commands, scripts, payload)
+
+
+def _problem_table(problems: list[str], names: list[str]) -> None:
+    """Every problem preflight found, one row each (the error line after it only counts them)."""
+    rows = []
+    for problem in problems:
+        host = next((n for n in names if problem.startswith((f"{n}: ", f"{n} "))), "-")
+        rows.append([host, problem])
+    console.table(
+        f"Preflight: {len(problems)} problems found, nothing was started", ["host", "problem"], rows
+    )

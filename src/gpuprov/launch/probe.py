@@ -1,0 +1,192 @@
+"""The programs launch's preflight runs on each host, before anything is pushed or started.
+
+Standard library only: it runs with the env's Python on the host (any Python >= 3.8), sent as the text of
+`python -c` in the same SSH command (nothing is written to a host that preflight may turn down).
+Each command prints its answer on stdout:
+
+    probe.py look                                  one JSON line: the env's torch, read from its files
+    probe.py import                                one JSON line: torch's versions after a real `import torch`
+    probe.py listen FIRST COUNT EXPECTED TIMEOUT   `port N` (or `busy`), then `got TOKEN` per connection
+    probe.py connect ADDRESS PORT TOKEN TIMEOUT    `ok`, or `error WHY`
+
+`look` takes milliseconds, so a missing env or torch is reported at once; `import` (seconds) has the last
+word and runs meanwhile, unless this env imported torch before and has not changed since (env_state).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import socket
+import sys
+import sysconfig
+import time
+
+
+def env_state() -> str:
+    """A digest of what a successful `import torch` depends on, cheaply.
+
+    The interpreter, the env's site-packages and torch directories (pip changes their mtimes when it
+    installs, upgrades or removes anything) and the linker cache (system libraries added or removed).
+    """
+    where = sysconfig.get_paths()
+    paths = [os.path.realpath(sys.executable), where["purelib"], where["platlib"], "/etc/ld.so.cache"]
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.submodule_search_locations:
+        paths += list(spec.submodule_search_locations)
+    digest = hashlib.sha256(os.environ.get("LD_LIBRARY_PATH", "").encode())
+    for path in paths:
+        try:
+            st = os.stat(path)
+            digest.update(f"{path} {st.st_mtime_ns} {st.st_size} {st.st_ino}\n".encode())
+        except OSError:
+            digest.update(f"{path} missing\n".encode())
+    return digest.hexdigest()
+
+
+def import_mark() -> str:
+    """Where a host keeps the env_state of this interpreter's last successful `import torch`."""
+    name = hashlib.sha256(sys.executable.encode()).hexdigest()[:16]
+    return os.path.join(os.path.expanduser("~/.gpuprov/torch-import-ok"), name)
+
+
+def look() -> dict[str, object]:
+    """The env's torch, CUDA and NCCL versions from torch's files, without importing it."""
+    info: dict[str, object] = {"python_version": ".".join(map(str, sys.version_info[:3]))}
+    try:
+        spec = importlib.util.find_spec("torch")
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("No module named 'torch'")
+        root = next(iter(spec.submodule_search_locations))
+        if not any(n.startswith("_C.") and n.endswith(".so") for n in os.listdir(root)):
+            raise ImportError("torch is incomplete: no compiled torch/_C module in " + root)
+        ns: dict[str, object] = {}
+        with open(os.path.join(root, "version.py")) as f:
+            exec(compile(f.read(), "torch/version.py", "exec"), ns)
+        info["torch"] = ns["__version__"]
+        info["cuda"] = ns.get("cuda")
+        nccl = None
+        if info["cuda"]:
+            try:
+                import importlib.metadata as md
+
+                nccl = md.version("nvidia-nccl-cu" + str(info["cuda"]).split(".")[0])
+            except Exception:
+                nccl = None
+        info["nccl"] = nccl
+        try:
+            with open(import_mark()) as f:
+                info["imported_before"] = f.read() == env_state()
+        except OSError:
+            info["imported_before"] = False
+    except Exception as exc:
+        info["error"] = f"{type(exc).__name__}: {exc}"
+    return info
+
+
+def import_torch() -> dict[str, object]:
+    """The real import, as the ranks will do it: a torch that is there but cannot load fails here."""
+    info: dict[str, object] = {}
+    state = env_state()
+    try:
+        import torch  # type: ignore[import-not-found]
+
+        info["torch"] = torch.__version__
+        info["cuda"] = torch.version.cuda
+        info["nccl"] = None
+        if torch.version.cuda:
+            try:
+                v = torch.cuda.nccl.version()
+                info["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+            except Exception:
+                pass
+    except Exception as exc:
+        info["error"] = f"{type(exc).__name__}: {exc}"
+        return info
+    mark = import_mark()
+    try:
+        os.makedirs(os.path.dirname(mark), exist_ok=True)
+        with open(mark + ".tmp", "w") as f:
+            f.write(state)
+        os.replace(mark + ".tmp", mark)
+    except OSError:
+        pass  # a read-only home: the import is just repeated next time
+    return info
+
+
+def listen(first: int, count: int, expected: int, timeout: float) -> None:
+    """On the master: bind the first free port of first..first+count-1, say which, then accept up to
+    `expected` connections (for `timeout` seconds) and print the token each sent."""
+    sock = None
+    port = first
+    for port in range(first, first + count):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            s.close()
+            continue
+        sock = s
+        break
+    if sock is None:
+        print("busy", flush=True)
+        return
+    sock.listen(64)
+    print(f"port {port}", flush=True)
+    deadline = time.monotonic() + timeout
+    got = 0
+    while got < expected and time.monotonic() < deadline:
+        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            break
+        conn.settimeout(2)
+        data = b""
+        try:
+            # Read to EOF: the worker closes first, so no TIME_WAIT is left on this port for torchrun.
+            while True:
+                chunk = conn.recv(256)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        conn.close()
+        print("got " + data.decode(errors="replace").strip(), flush=True)
+        got += 1
+    sock.close()
+
+
+def connect(address: str, port: int, token: str, timeout: float) -> None:
+    """On a worker: open a TCP connection to the master's address and port and send the token."""
+    try:
+        conn = socket.create_connection((address, port), timeout=timeout)
+        conn.sendall(token.encode() + b"\n")
+        conn.close()
+    except OSError as exc:
+        print(f"error {exc.strerror or exc}", flush=True)
+    else:
+        print("ok", flush=True)
+
+
+def main(argv: list[str]) -> int:
+    command, args = (argv[0], argv[1:]) if argv else ("", [])
+    if command == "look" and not args:
+        print(json.dumps(look()), flush=True)
+    elif command == "import" and not args:
+        print(json.dumps(import_torch()), flush=True)
+    elif command == "listen" and len(args) == 4:
+        listen(int(args[0]), int(args[1]), int(args[2]), float(args[3]))
+    elif command == "connect" and len(args) == 4:
+        connect(args[0], int(args[1]), args[2], float(args[3]))
+    else:
+        sys.stderr.write(__doc__ or "")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
