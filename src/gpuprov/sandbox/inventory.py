@@ -52,10 +52,10 @@ def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
         # The NVIDIA roles: the mirror's CUDA repositories and their key (file named like NVIDIA's
         # 3bf863cc.pub), metadata signatures checked too. Containers run the host's kernel (no headers to
         # install), have no GPUs, and cannot reboot: the roles report "reboot required" instead.
-        f"nvidia_driver_repo_base_url={ctx.mirror_url}/cuda/repos",
-        f"nvidia_driver_repo_key_file={ctx.mirror_key_fingerprint[-8:].lower()}.pub",
-        f"nvidia_driver_repo_key_fingerprint={ctx.mirror_key_fingerprint}",
-        "nvidia_driver_repo_metadata_gpgcheck=true",
+        f"nvidia_repository_base_url={ctx.mirror_url}/cuda/repos",
+        f"nvidia_repository_key_file={ctx.mirror_key_fingerprint[-8:].lower()}.pub",
+        f"nvidia_repository_key_fingerprint={ctx.mirror_key_fingerprint}",
+        "nvidia_repository_metadata_gpgcheck=true",
         "nvidia_driver_kernel_headers=false",
         "nvidia_driver_allow_no_gpu=true",
         "nvidia_driver_reboot=false",
