@@ -1,7 +1,6 @@
 """One table of supported operating systems (roles/gpuprov_platform/vars/main.yml): the gpuprov_platform
-role's
-check and the preflight's (gpuprov.platforms) accept exactly the same hosts, and every role's Galaxy metadata
-lists the table's platforms."""
+role's check and the preflight's (gpuprov.platforms) accept exactly the same hosts, and every role's Galaxy
+metadata lists the table's platforms."""
 
 from __future__ import annotations
 
