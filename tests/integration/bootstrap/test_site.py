@@ -69,7 +69,8 @@ def test_the_roles_publish_what_they_verified(first_bootstrap: BootstrapRun) -> 
             "pytorch": SANDBOX_LOCK["pytorch_version"] + "+cpu",
         }, node
         assert versions["python"].startswith("3.11."), versions
-    assert "Versions verified by the roles" in first_bootstrap.stdout
+        assert first_bootstrap.summary["versions"][node] == versions
+    assert "Versions verified by the roles" in first_bootstrap.stderr  # the end-of-run table
 
 
 SYSCTL_FILE = "/etc/sysctl.d/90-gpuprov-network.conf"  # network_tuning_sysctl_file's default
