@@ -8,6 +8,9 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from gpuprov import resources
 from gpuprov.sandbox import standins
 
 
@@ -79,18 +82,19 @@ def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
     return "\n".join(lines)
 
 
-# The sandbox's compatibility lock: versions whose stand-in packages the mirror holds, and the CPU build of
-# PyTorch 2.13.0 from its wheel index (the nodes have no GPU). It fits gpuprov's compatibility table.
-SANDBOX_LOCK = {
-    "driver_branch": "550",
-    "driver_version": "550.127.08",
-    "driver_flavor": "open",
-    "cuda_version": "12.4.1",
-    "cudnn_version": "9.5.1.17",
-    "nccl_version": "2.21.5",
-    "pytorch_version": "2.13.0",
-    "pytorch_cuda_tag": "cpu",
-}
+# The sandbox's compatibility lock, kept once in playbooks/vars/sandbox_lock.yml (the Molecule scenarios
+# read the same file): versions whose stand-in packages the mirror holds, PyTorch's CPU build.
+SANDBOX_LOCK_FILE = ("vars", "sandbox_lock.yml")
+
+
+def load_sandbox_lock() -> dict[str, str]:
+    """The sandbox lock's gpu_stack, every value a string, in the file's order."""
+    path = resources.data_dir("playbooks").joinpath(*SANDBOX_LOCK_FILE)
+    stack = yaml.safe_load(path.read_text(encoding="utf-8"))["gpu_stack"]
+    return {str(key): str(value) for key, value in stack.items()}
+
+
+SANDBOX_LOCK = load_sandbox_lock()
 
 
 def render_lock() -> str:
