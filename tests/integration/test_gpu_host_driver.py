@@ -19,12 +19,13 @@ import pytest
 
 from gpuprov import resources
 from gpuprov.sandbox.cluster import LABEL, ROLE_LABEL
+from gpuprov.sandbox.inventory import SANDBOX_LOCK
 from tests.integration.conftest import Sandbox, gpuprov, start_sandbox, unique_name
 
 pytestmark = pytest.mark.integration
 
 RECORDED = Path(__file__).parents[1] / "recorded" / "proc-driver-nvidia-version" / "open-x86_64-565.57.01"
-LOCKED = "550.127.08"
+LOCKED = SANDBOX_LOCK["driver_version"]
 OLDER = "550.90.07"
 MARKER = "/var/lib/gpuprov/reboot-required"
 

@@ -48,6 +48,8 @@ def run_gpu_check(tmp_path: Path, driver_version: str) -> subprocess.CompletedPr
     extra = {
         "nvidia_driver_version": driver_version,
         "gpu_stack": {},
+        # include_role runs nvidia_driver's dependency nvidia_repository too: as if it had set it up.
+        "nvidia_repository_pending": False,
         "ansible_python_interpreter": sys.executable,
     }
     command = [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)]

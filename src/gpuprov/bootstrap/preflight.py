@@ -15,15 +15,10 @@ from typing import Any
 
 import paramiko
 
-from gpuprov import hosts, ssh
+from gpuprov import hosts, platforms, ssh
 from gpuprov.errors import BadInput, ExitCode
 
-SUPPORTED = {
-    "ubuntu": ("20.04", "22.04", "24.04"),
-    "debian": ("12",),
-    "rocky": ("8", "9"),
-}
-SUPPORTED_TEXT = "Ubuntu 20.04/22.04/24.04, Debian 12, Rocky Linux 8/9"
+SUPPORTED_TEXT = platforms.describe()  # gpuprov's table, which the roles check hosts against too
 SSH_TIMEOUT_S = 10
 COMMAND_TIMEOUT_S = 20
 MAX_PARALLEL = 32
@@ -163,10 +158,7 @@ def check_os(os_release: str) -> tuple[str, str | None]:
     shown = f"{name} {version}".strip()
     if not os_id:
         return "", f"/etc/os-release is missing or has no ID; supported: {SUPPORTED_TEXT}"
-    if os_id not in SUPPORTED:
-        return shown, f"{shown} is not supported; supported: {SUPPORTED_TEXT}"
-    wanted = version if os_id == "ubuntu" else version.split(".")[0]
-    if wanted not in SUPPORTED[os_id]:
+    if platforms.find(os_id, version) is None:
         return shown, f"{shown} is not supported; supported: {SUPPORTED_TEXT}"
     return shown, None
 

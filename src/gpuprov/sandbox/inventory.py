@@ -8,6 +8,9 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from gpuprov import resources
 from gpuprov.sandbox import standins
 
 
@@ -52,10 +55,10 @@ def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
         # The NVIDIA roles: the mirror's CUDA repositories and their key (file named like NVIDIA's
         # 3bf863cc.pub), metadata signatures checked too. Containers run the host's kernel (no headers to
         # install), have no GPUs, and cannot reboot: the roles report "reboot required" instead.
-        f"nvidia_driver_repo_base_url={ctx.mirror_url}/cuda/repos",
-        f"nvidia_driver_repo_key_file={ctx.mirror_key_fingerprint[-8:].lower()}.pub",
-        f"nvidia_driver_repo_key_fingerprint={ctx.mirror_key_fingerprint}",
-        "nvidia_driver_repo_metadata_gpgcheck=true",
+        f"nvidia_repository_base_url={ctx.mirror_url}/cuda/repos",
+        f"nvidia_repository_key_file={ctx.mirror_key_fingerprint[-8:].lower()}.pub",
+        f"nvidia_repository_key_fingerprint={ctx.mirror_key_fingerprint}",
+        "nvidia_repository_metadata_gpgcheck=true",
         "nvidia_driver_kernel_headers=false",
         "nvidia_driver_allow_no_gpu=true",
         "nvidia_driver_reboot=false",
@@ -79,18 +82,19 @@ def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
     return "\n".join(lines)
 
 
-# The sandbox's compatibility lock: versions whose stand-in packages the mirror holds, and the CPU build of
-# PyTorch 2.13.0 from its wheel index (the nodes have no GPU). It fits gpuprov's compatibility table.
-SANDBOX_LOCK = {
-    "driver_branch": "550",
-    "driver_version": "550.127.08",
-    "driver_flavor": "open",
-    "cuda_version": "12.4.1",
-    "cudnn_version": "9.5.1.17",
-    "nccl_version": "2.21.5",
-    "pytorch_version": "2.13.0",
-    "pytorch_cuda_tag": "cpu",
-}
+# The sandbox's compatibility lock, kept once in playbooks/vars/sandbox_lock.yml (the Molecule scenarios
+# read the same file): versions whose stand-in packages the mirror holds, PyTorch's CPU build.
+SANDBOX_LOCK_FILE = ("vars", "sandbox_lock.yml")
+
+
+def load_sandbox_lock() -> dict[str, str]:
+    """The sandbox lock's gpu_stack, every value a string, in the file's order."""
+    path = resources.data_dir("playbooks").joinpath(*SANDBOX_LOCK_FILE)
+    stack = yaml.safe_load(path.read_text(encoding="utf-8"))["gpu_stack"]
+    return {str(key): str(value) for key, value in stack.items()}
+
+
+SANDBOX_LOCK = load_sandbox_lock()
 
 
 def render_lock() -> str:

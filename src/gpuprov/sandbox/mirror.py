@@ -46,8 +46,8 @@ from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Format, Package
 from gpuprov.sandbox.standins.keyring import cuda_keyring
 
 # The sandbox's nodes (gpuprov.sandbox.images: debian12, ubuntu22.04, rocky9) use debian12, ubuntu2204 and
-# rhel9, which carry the sandbox lock's CUDA 12.4.1. NVIDIA's ubuntu2404 repository starts after 12.4.1, so
-# its stand-in has no 12.4.1 either; no sandbox node uses it.
+# rhel9, which carry the sandbox lock's CUDA (12.4.1, playbooks/vars/sandbox_lock.yml). NVIDIA's ubuntu2404
+# repository starts after 12.4.1, so its stand-in has no 12.4.1 either; no sandbox node uses it.
 APT_REPOS = ("debian12", "ubuntu2004", "ubuntu2204", "ubuntu2404")
 RPM_REPOS = ("rhel8", "rhel9")
 ARCH_DIR = "x86_64"

@@ -53,6 +53,26 @@ def test_second_run_changes_nothing(deb_sandbox: Sandbox, first_bootstrap: Boots
         assert host["status"] == "ok"
 
 
+def test_the_roles_publish_what_they_verified(first_bootstrap: BootstrapRun) -> None:
+    """The end-of-run table and summary.json show what each role read back (the sandbox's lock; no GPU, so
+    the driver is the installed package's version)."""
+    from gpuprov.sandbox.inventory import SANDBOX_LOCK
+
+    for node in ("node1", "node2"):
+        versions = first_bootstrap.summary["hosts"][node]["versions"]
+        assert versions == {
+            "driver": SANDBOX_LOCK["driver_version"],
+            "cuda": SANDBOX_LOCK["cuda_version"],
+            "cudnn": SANDBOX_LOCK["cudnn_version"],
+            "nccl": SANDBOX_LOCK["nccl_version"] + "+cuda" + SANDBOX_LOCK["cuda_version"].rsplit(".", 1)[0],
+            "python": versions["python"],  # the node's Debian 12 python3, checked below
+            "pytorch": SANDBOX_LOCK["pytorch_version"] + "+cpu",
+        }, node
+        assert versions["python"].startswith("3.11."), versions
+        assert first_bootstrap.summary["versions"][node] == versions
+    assert "Versions verified by the roles" in first_bootstrap.stderr  # the end-of-run table
+
+
 SYSCTL_FILE = "/etc/sysctl.d/90-gpuprov-network.conf"  # network_tuning_sysctl_file's default
 
 

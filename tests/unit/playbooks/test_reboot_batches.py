@@ -41,6 +41,8 @@ def run_reboot_play(tmp_path: Path, marked: list[str], batch: str, extra: str = 
         "ansible_become=false",
         "ansible_python_interpreter=" + sys.executable,
         f"nvidia_driver_reboot_batch_size={batch}",
+        # include_role runs nvidia_driver's dependency nvidia_repository too: as if it had set it up.
+        "nvidia_repository_pending=false",
         extra,
     ]
     inventory = tmp_path / "inventory.ini"

@@ -89,7 +89,7 @@ def test_debian_12_gets_debian_names_of_the_whole_tree(flavor: str) -> None:
 
 @pytest.mark.parametrize("flavor", ["open", "proprietary"])
 def test_ubuntu_gets_the_headless_set_not_the_desktop_driver(flavor: str) -> None:
-    v = role_vars("Debian.yml", "Ubuntu-22.yml", **settings(flavor))
+    v = role_vars("Debian.yml", **settings(flavor))
     tail = "-open" if flavor == "open" else ""
     names = v["__nvidia_driver_apt_packages"]
     assert names == [
@@ -119,16 +119,16 @@ def test_the_desktop_driver_would_pull_the_x_server_driver() -> None:
 
 def test_fabric_manager_drops_the_branch_from_its_name_at_r580() -> None:
     names = {
-        branch: role_vars(
-            "Debian.yml", "Ubuntu-22.yml", **{**settings("open"), "nvidia_driver_branch": branch}
-        )["__nvidia_driver_fabricmanager_package"]
+        branch: role_vars("Debian.yml", **{**settings("open"), "nvidia_driver_branch": branch})[
+            "__nvidia_driver_fabricmanager_package"
+        ]
         for branch in ("570", "580")
     }
     assert names == {"570": "nvidia-fabricmanager-570", "580": "nvidia-fabricmanager"}
 
 
 def test_ubuntu_source_takes_ubuntus_server_builds() -> None:
-    v = role_vars("Debian.yml", "Ubuntu-22.yml", **settings("open", source="ubuntu"))
+    v = role_vars("Debian.yml", **settings("open", source="ubuntu"))
     names = v["__nvidia_driver_apt_packages"]
     assert isinstance(names, list)
     assert names[:2] == ["nvidia-headless-550-server-open", "nvidia-headless-no-dkms-550-server-open"]
@@ -147,16 +147,20 @@ def test_the_version_pin_covers_every_driver_package() -> None:
 @pytest.mark.parametrize(
     ("release_vars", "branch", "name"),
     [
-        ("RedHat-8.yml", "570", "nvidia-fabric-manager"),
-        ("RedHat-8.yml", "580", "nvidia-fabric-manager"),
-        ("RedHat-9.yml", "570", "nvidia-fabric-manager"),
-        ("RedHat-9.yml", "580", "nvidia-fabricmanager"),
-        ("RedHat-9.yml", "590", "nvidia-fabricmanager"),
+        ((), "570", "nvidia-fabric-manager"),  # EL8: the family's settings only
+        ((), "580", "nvidia-fabric-manager"),
+        (("RedHat-9.yml",), "570", "nvidia-fabric-manager"),
+        (("RedHat-9.yml",), "580", "nvidia-fabricmanager"),
+        (("RedHat-9.yml",), "590", "nvidia-fabricmanager"),
     ],
 )
-def test_el_fabric_manager_name_follows_nvidias_rule(release_vars: str, branch: str, name: str) -> None:
+def test_el_fabric_manager_name_follows_nvidias_rule(
+    release_vars: tuple[str, ...], branch: str, name: str
+) -> None:
     """NVIDIA's rhel9 repository renames fabric manager from R580 (gpu-driver-container rhel9/install.sh)."""
-    settings = role_vars("RedHat.yml", release_vars, nvidia_driver_branch=branch, nvidia_driver_flavor="open")
+    settings = role_vars(
+        "RedHat.yml", *release_vars, nvidia_driver_branch=branch, nvidia_driver_flavor="open"
+    )
     assert str(settings["__nvidia_driver_fabricmanager_package"]).strip() == name
 
 

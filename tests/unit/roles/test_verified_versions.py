@@ -1,0 +1,69 @@
+"""Every role publishes what its verify step read back from the host in `gpuprov_verified`, merged across
+roles, which `gpuprov bootstrap` shows at the end of a run and writes to summary.json. The roles' publish
+tasks run here on localhost with the verify steps' registered results as recorded inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.unit.roles.local_play import role_task, run_play
+
+# What the verify steps registered on a Debian 12 host (shapes of dpkg-query's and the probe's output).
+READ_BACK = {
+    "__nvidia_driver_packages": ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"],
+    "__nvidia_driver_dpkg": {
+        "stdout_lines": [
+            "nvidia-driver-cuda 550.127.08-1 hold ok installed",
+            "nvidia-kernel-open-dkms 550.127.08-1 hold ok installed",
+        ]
+    },
+    "__cuda_facts": {"stdout_lines": ["/usr/local/cuda-12.4", "12.4", "12.4.1"]},
+    "__cudnn_installed": {
+        "stdout_lines": ["libcudnn9-cuda-12 9.5.1.17-1", "libcudnn9-dev-cuda-12 9.5.1.17-1"]
+    },
+    "__nccl_installed": {"stdout_lines": ["libnccl2 2.21.5-1+cuda12.4", "libnccl-dev 2.21.5-1+cuda12.4"]},
+    "__python_env_probe": {"stdout": json.dumps({"python_version": "3.11.2", "torch_version": "2.13.0+cpu"})},
+    "python_env_pytorch": True,
+}
+PUBLISH = [
+    role_task("nvidia_driver", "verify.yml", "Publish"),
+    role_task("cuda", "verify.yml", "Publish"),
+    role_task("cudnn", "verify.yml", "Publish"),
+    role_task("nccl", "verify.yml", "Publish"),
+    role_task("python_env", "verify.yml", "Publish"),
+]
+
+
+def published(tmp_path: Path, **extra: object) -> dict[str, str]:
+    out = tmp_path / "verified.json"
+    tasks = [
+        {"ansible.builtin.setup": {"gather_subset": ["min"]}},
+        *PUBLISH,
+        {
+            "ansible.builtin.copy": {
+                "content": "{{ gpuprov_verified | to_json }}",
+                "dest": str(out),
+                "mode": "0644",
+            }
+        },
+    ]
+    proc = run_play(tmp_path, tasks, {**READ_BACK, **extra})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return dict(json.loads(out.read_text()))
+
+
+def test_each_role_publishes_what_it_read_back(tmp_path: Path) -> None:
+    assert published(tmp_path, __nvidia_driver_loaded_version="none") == {
+        "driver": "550.127.08",  # no module loaded: the installed package
+        "cuda": "12.4.1",
+        "cudnn": "9.5.1.17",
+        "nccl": "2.21.5+cuda12.4",
+        "python": "3.11.2",
+        "pytorch": "2.13.0+cpu",
+    }
+
+
+def test_the_loaded_driver_wins_over_the_package(tmp_path: Path) -> None:
+    """A host whose module is loaded (GPU present) runs that version: reboot pending shows the old one."""
+    assert published(tmp_path, __nvidia_driver_loaded_version="535.216.03")["driver"] == "535.216.03"
