@@ -43,6 +43,10 @@ STRATEGIES = ("linear", "mitogen")
 # releases cannot run); 0.3.54 is the one tested with gpuprov. https://github.com/mitogen-hq/mitogen/releases
 MITOGEN_MIN_VERSION = (0, 3, 54)
 MITOGEN_STRATEGY = "mitogen_linear"
+# Mitogen's connect timeout (Ansible's `timeout`, 10 s by default) covers the whole start of a host's
+# context: SSH, then a Python that receives Mitogen's core, then the sudo context; on a loaded host that took
+# more than 10 s (a sandbox node reported "Connection timed out"). Plain SSH spends it on TCP alone.
+MITOGEN_CONNECT_TIMEOUT_S = 30
 
 PLAYBOOKS = {"bootstrap": "site.yml"}  # CLI verb -> playbook under playbooks/
 MAX_FORKS = 100
@@ -158,6 +162,7 @@ def strategy_envvars(strategy: str) -> dict[str, str]:
     return {
         "ANSIBLE_STRATEGY_PLUGINS": str(_mitogen_strategy_dir()),
         "ANSIBLE_STRATEGY": MITOGEN_STRATEGY,
+        "ANSIBLE_TIMEOUT": str(MITOGEN_CONNECT_TIMEOUT_S),
     }
 
 

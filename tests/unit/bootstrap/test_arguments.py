@@ -183,6 +183,7 @@ def test_mitogen_strategy_names_mitogens_plugins(tmp_path: Path) -> None:
     plugins = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
     assert envvars["ANSIBLE_STRATEGY_PLUGINS"] == str(plugins)
     assert envvars["ANSIBLE_STRATEGY"] == "mitogen_linear"
+    assert envvars["ANSIBLE_TIMEOUT"] == "30"  # Mitogen's whole context start, not TCP alone
     assert (plugins / "mitogen_linear.py").is_file()
     # Everything else is as on the linear path: host key checking, pipelining, the fact cache.
     linear = arguments.envvars("linear")
