@@ -1,36 +1,51 @@
-"""How long a no-op re-run of the full bootstrap takes: gpuprov against plain ansible-playbook.
+"""What a no-op re-run of the full bootstrap costs: stock ansible-playbook, gpuprov, gpuprov with Mitogen.
 
     .venv/bin/python benchmarks/bootstrap.py [--repeat 2] [--strict] [--profile] [--keep]
+                                             [--tools stock,gpuprov,mitogen]
 
 On one 4-node debian12 sandbox (started here, removed after unless --keep), with the sandbox lock (the
 sample lock of inventory/sample/, with the PyTorch the sandbox mirror serves: 2.13.0, CPU build): every host
 is bootstrapped once (untimed: it installs everything), then, in the same run, each repetition measures in
-turn (wall clock of the whole command, from start to exit):
+turn, on 4 hosts and on 1 (`--limit node1`):
 
-  baseline   `ansible-playbook -i INVENTORY playbooks/site.yml -e @LOCK` with stock settings: ANSIBLE_CONFIG
+  stock      `ansible-playbook -i INVENTORY playbooks/site.yml -e @LOCK` with stock settings: ANSIBLE_CONFIG
              points at an empty file (so: no pipelining, forks 5, gathering implicit, memory fact cache,
              Ansible's default ssh_args with ControlPersist=60s). Only ANSIBLE_ROLES_PATH is set, because
              the roles live beside playbooks/, not under it. Host key checking stays on (the inventory's
              known_hosts with StrictHostKeyChecking=yes), as for gpuprov.
-  gpuprov 4  `gpuprov bootstrap INVENTORY -e @LOCK` (preflight included)
-  gpuprov 1  the same with `--limit node1`
+  gpuprov    `gpuprov bootstrap INVENTORY -e @LOCK` (preflight included; strategy linear)
+  mitogen    the same with `--strategy mitogen` (Mitogen for Ansible; skipped when it is not installed)
+
+Three costs of each run:
+  wall        seconds from start to exit;
+  controller  CPU seconds of every process the command started, ssh included: each command runs in a
+              cgroup of its own (cgroup v1 cpuacct or v2 cpu.stat), which also holds the SSH master
+              connections it leaves behind (ControlPersist) and so charges their work to the run they
+              serve; where no cgroup can be made, the children's rusage (which misses daemonised ssh);
+  nodes       CPU seconds of the node containers the run targets, from each container's cgroup counters
+              (found from its init process's /proc/PID/cgroup), divided per host.
 
 Every measured run must be a real no-op (exit 0, changed=0 and failed=0 on every host), or the script stops.
-SSH connections: both tools use Ansible's default control path (~/.ansible/cp), so each run finds the
-master connections the run before it left (as a user re-running either tool would).
+SSH connections: stock and gpuprov use Ansible's default control path (~/.ansible/cp), so each run finds the
+master connections the run before it left (as a user re-running either tool would); Mitogen opens its own.
 
-Targets (issue 5): gpuprov at least 2x faster than the baseline on 4 nodes, and the 4-node run within 1.5x
-of the 1-node run (fan-out, not a queue). The table shows medians; with --strict the exit code is 1 when a
-target is missed. --profile adds one untimed gpuprov run with Ansible's profile_tasks callback and prints
-the slowest tasks.
+Targets (issue 11), for each tool against stock in the same run: node CPU per host of the 4-host no-op
+re-run at most 1/3 of stock's, controller CPU per host at most 1/2, wall time at least 2x faster; per-host
+cost (node and controller CPU) flat from 1 to 4 hosts (4-host / 1-host per-host cost at most FLAT_TARGET);
+and (issue 5) the 4-host wall time within 1.5x of the 1-host one. The table shows medians; with --strict the
+exit code is 1 when a tool misses a target. --profile adds one untimed gpuprov run with Ansible's
+profile_tasks callback and prints the slowest tasks.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -38,8 +53,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -48,21 +63,39 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = REPO / ".venv" / "bin"
 SAMPLE_LOCK = REPO / "inventory" / "sample" / "group_vars" / "all" / "gpu_stack.yml"
 NODES = 4
-SPEEDUP_TARGET = 2.0  # baseline / gpuprov, 4 nodes
-FANOUT_TARGET = 1.5  # gpuprov 4 nodes / gpuprov 1 node
+CGROUP = Path("/sys/fs/cgroup")
+TOOLS = {
+    "stock": "ansible-playbook, stock settings",
+    "gpuprov": "gpuprov bootstrap",
+    "mitogen": "gpuprov bootstrap --strategy mitogen",
+}
+NODE_CPU_TARGET = 1 / 3  # node CPU per host, tool / stock, 4 hosts
+CONTROLLER_CPU_TARGET = 1 / 2  # controller CPU per host, tool / stock, 4 hosts
+SPEEDUP_TARGET = 2.0  # stock wall / tool wall, 4 hosts
+FLAT_TARGET = 1.25  # per-host CPU on 4 hosts / per-host CPU on 1 host
+FANOUT_TARGET = 1.5  # wall on 4 hosts / wall on 1 host (issue 5)
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
 @dataclass(frozen=True)
+class Cost:
+    wall: float  # seconds
+    controller: float  # CPU seconds on this machine, every process of the run
+    nodes: float  # CPU seconds on the nodes the run targets, all of them together
+
+
+@dataclass
 class Bench:
-    env: dict[str, str]  # the environment of every command: no ANSIBLE_* from the caller
+    env: dict[str, str]  # the environment of every command: no ANSIBLE_* nor GPUPROV_STRATEGY from the caller
     inventory: Path
     lock: Path
     work: Path
+    nodes: dict[str, Path]  # host name -> the CPU counter file of its container's cgroup
+    samples: dict[tuple[str, int], list[Cost]] = field(default_factory=dict)
 
 
 def clean_env(state_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_") and k != "GPUPROV_STRATEGY"}
     env["GPUPROV_STATE_DIR"] = str(state_dir)
     env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", os.defpath)])
     return env
@@ -76,104 +109,277 @@ def sandbox_lock(path: Path) -> Path:
     return path
 
 
-def run(argv: Sequence[str], env: dict[str, str], log: Path) -> tuple[float, int, str]:
-    """Seconds the command took from start to exit, its exit code, its stdout (all output kept in log)."""
+# ----- CPU counters --------------------------------------------------------------------------------------
+
+
+def cgroup_cpu_file(pid: int) -> Path:
+    """The CPU counter of the cgroup process `pid` is in: cgroup v1 cpuacct.usage (ns) or v2 cpu.stat."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpuacct" in controllers.split(","):
+            return CGROUP / controllers / path.lstrip("/") / "cpuacct.usage"
+    for line in lines:
+        if line.startswith("0::"):
+            return CGROUP / line[3:].lstrip("/") / "cpu.stat"
+    raise SystemExit(f"no cpuacct or cgroup v2 entry in /proc/{pid}/cgroup")
+
+
+def cpu_seconds(counter: Path) -> float:
+    text = counter.read_text()
+    if counter.name == "cpuacct.usage":
+        return int(text) / 1e9
+    usage = re.search(r"^usage_usec (\d+)$", text, re.M)
+    if usage is None:
+        raise SystemExit(f"{counter}: no usage_usec")
+    return int(usage[1]) / 1e6
+
+
+def node_counters(sandbox: str) -> dict[str, Path]:
+    ids = subprocess.run(
+        ["docker", "ps", "-q", "--filter", f"label=gpuprov.sandbox={sandbox}",
+         "--filter", "label=gpuprov.role=node"],
+        check=True, capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    counters = {}
+    for container in ids:
+        host, pid = subprocess.run(
+            ["docker", "inspect", "-f", "{{.Config.Hostname}} {{.State.Pid}}", container],
+            check=True, capture_output=True, text=True,
+        ).stdout.split()  # fmt: skip
+        counters[host] = cgroup_cpu_file(int(pid))
+        cpu_seconds(counters[host])  # readable, or stop now
+    if len(counters) != NODES:
+        raise SystemExit(f"found {len(counters)} node containers of sandbox {sandbox}, expected {NODES}")
+    return counters
+
+
+class ControllerMeter:
+    """CPU of every process a command starts, from a cgroup of their own; else from the children's rusage."""
+
+    def __init__(self, name: str) -> None:
+        own = cgroup_cpu_file(os.getpid())
+        self.group: Path | None = own.parent / name  # a child of this script's cgroup, v1 or v2 alike
+        self.counter = self.group / own.name
+        self.how = f"cgroup {self.group}"
+        try:
+            self.group.mkdir()
+            cpu_seconds(self.counter)
+        except (OSError, SystemExit):
+            self.group = None
+            self.how = "rusage of the children (daemonised ssh masters not counted)"
+
+    def join(self) -> None:
+        """preexec_fn of each measured command: the child moves itself into the group."""
+        if self.group is not None:
+            (self.group / "cgroup.procs").write_text(str(os.getpid()))
+
+    def seconds(self) -> float:
+        if self.group is not None:
+            return cpu_seconds(self.counter)
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    def close(self) -> None:
+        """Remove the group once the SSH masters in it are gone (ControlPersist: 60 or 120 s)."""
+        if self.group is None:
+            return
+        for _ in range(130):
+            with contextlib.suppress(OSError):
+                self.group.rmdir()
+                return
+            time.sleep(1)
+        print(f"note: {self.group} still holds processes; remove it with rmdir once they exit")
+
+
+METER: ControllerMeter
+
+
+@contextlib.contextmanager
+def measured(bench: Bench, hosts: Sequence[str]) -> Iterator[list[float]]:
+    """Yields a list that holds, once the block ends: wall seconds, controller CPU s, nodes' CPU s."""
+    result: list[float] = []
+    nodes_before = sum(cpu_seconds(bench.nodes[h]) for h in hosts)
+    controller_before = METER.seconds()
     began = time.perf_counter()
-    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True)
-    seconds = time.perf_counter() - began
+    yield result
+    result.append(time.perf_counter() - began)
+    result.append(METER.seconds() - controller_before)
+    result.append(sum(cpu_seconds(bench.nodes[h]) for h in hosts) - nodes_before)
+
+
+def run(argv: Sequence[str], env: dict[str, str], log: Path) -> tuple[int, str]:
+    """The command's exit code and stdout (all output kept in log), run in the controller's meter group."""
+    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, preexec_fn=METER.join)
     log.write_text(proc.stdout + proc.stderr)
-    return seconds, proc.returncode, proc.stdout
+    return proc.returncode, proc.stdout
 
 
-def gpuprov_bootstrap(bench: Bench, label: str, *extra: str, env: dict[str, str] | None = None) -> float:
-    argv = [str(BIN / "gpuprov"), "bootstrap", str(bench.inventory), "-e", f"@{bench.lock}", "--json", *extra]
-    log = bench.work / f"{label}.log"
-    seconds, code, output = run(argv, env or bench.env, log)
+# ----- the measured commands ---------------------------------------------------------------------------
+
+
+def gpuprov_argv(bench: Bench, tool: str, hosts: int) -> list[str]:
+    argv = [str(BIN / "gpuprov"), "bootstrap", str(bench.inventory), "-e", f"@{bench.lock}", "--json"]
+    if tool == "mitogen":
+        argv += ["--strategy", "mitogen"]
+    return argv + (["--limit", "node1"] if hosts == 1 else [])
+
+
+def check_gpuprov(label: str, code: int, output: str, log: Path, hosts: int) -> None:
     if code != 0:
         raise SystemExit(f"{label}: gpuprov bootstrap exited {code}; see {log}")
     start = re.search(r"^\{$", output, re.M)  # --json: the summary, after any plain progress lines
     if start is None:
         raise SystemExit(f"{label}: no JSON summary on stdout; see {log}")
     summary = json.loads(output[start.start() :])
+    if len(summary["hosts"]) != hosts:
+        raise SystemExit(
+            f"{label}: {len(summary['hosts'])} hosts in the summary, expected {hosts}; see {log}"
+        )
     for host, counts in summary["hosts"].items():
         if counts["changed"] or counts["failed"] or counts["unreachable"]:
             raise SystemExit(f"{label}: not a no-op on {host}: {counts}; see {log}")
-    return seconds
 
 
-def plain_playbook(bench: Bench, label: str) -> float:
+def stock_argv(bench: Bench, hosts: int) -> list[str]:
+    argv = [str(BIN / "ansible-playbook"), "-i", str(bench.inventory), str(REPO / "playbooks" / "site.yml"),
+            "-e", f"@{bench.lock}"]  # fmt: skip
+    return argv + (["--limit", "node1"] if hosts == 1 else [])
+
+
+def stock_env(bench: Bench) -> dict[str, str]:
     empty = bench.work / "empty-ansible.cfg"
     empty.write_text("")
-    env = {**bench.env, "ANSIBLE_CONFIG": str(empty), "ANSIBLE_ROLES_PATH": str(REPO / "roles")}
-    argv = [
-        str(BIN / "ansible-playbook"), "-i", str(bench.inventory), str(REPO / "playbooks" / "site.yml"),
-        "-e", f"@{bench.lock}",
-    ]  # fmt: skip
-    log = bench.work / f"{label}.log"
-    seconds, code, output = run(argv, env, log)
+    return {**bench.env, "ANSIBLE_CONFIG": str(empty), "ANSIBLE_ROLES_PATH": str(REPO / "roles")}
+
+
+def check_stock(label: str, code: int, output: str, log: Path, hosts: int) -> None:
     recap = {m[1]: (int(m[3]), int(m[4]), int(m[5])) for m in RECAP.finditer(output)}
-    if code != 0 or len(recap) < NODES:
+    if code != 0 or len(recap) < hosts:
         raise SystemExit(f"{label}: ansible-playbook exited {code}; see {log}")
     for host, counts in recap.items():
         if any(counts):
             raise SystemExit(
                 f"{label}: not a no-op on {host} (changed, unreachable, failed = {counts}); see {log}"
             )
-    return seconds
+
+
+def measure(bench: Bench, tool: str, hosts: int, label: str) -> Cost:
+    log = bench.work / f"{label}.log"
+    targets = sorted(bench.nodes)[:hosts]  # node1 alone with --limit node1
+    if tool == "stock":
+        argv, env, check = stock_argv(bench, hosts), stock_env(bench), check_stock
+    else:
+        argv, env, check = gpuprov_argv(bench, tool, hosts), bench.env, check_gpuprov
+    with measured(bench, targets) as result:
+        code, output = run(argv, env, log)
+    check(label, code, output, log, hosts)
+    cost = Cost(*result)
+    bench.samples.setdefault((tool, hosts), []).append(cost)
+    return cost
 
 
 def profile(bench: Bench, top: int) -> None:
     """One untimed gpuprov run with profile_tasks; prints its slowest tasks from the run's Ansible log."""
     env = {**bench.env, "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks",
            "PROFILE_TASKS_TASK_OUTPUT_LIMIT": str(top)}  # fmt: skip
-    gpuprov_bootstrap(bench, "profile", env=env)
+    code, output = run(gpuprov_argv(bench, "gpuprov", NODES), env, bench.work / "profile.log")
+    check_gpuprov("profile", code, output, bench.work / "profile.log", NODES)
     runs = sorted((Path(bench.env["GPUPROV_STATE_DIR"]) / "runs").iterdir())
     text = (runs[-1] / "stdout").read_text()
     print(f"\nslowest tasks of a no-op gpuprov run on {NODES} nodes (profile_tasks, {runs[-1] / 'stdout'}):")
     print(text[text.index("TASKS RECAP") :].split("\n", 3)[-1].rstrip())
 
 
-def table(samples: dict[str, list[float]], repeat: int) -> bool:
-    base = statistics.median(samples["baseline"])
-    four = statistics.median(samples["gpuprov4"])
-    one = statistics.median(samples["gpuprov1"])
-    speedup, fanout = base / four, four / one
-    rows = [
-        ("ansible-playbook, stock settings, 4 nodes", f"{base:.1f}", "1.00x", "baseline", ""),
-        (f"gpuprov bootstrap, {NODES} nodes", f"{four:.1f}", f"{speedup:.2f}x",
-         f">= {SPEEDUP_TARGET:g}x", "yes" if speedup >= SPEEDUP_TARGET else "NO"),
-        ("gpuprov bootstrap, 1 node (--limit node1)", f"{one:.1f}", f"{base / one:.2f}x", "", ""),
-        (f"gpuprov {NODES} nodes / 1 node (fan-out)", "", f"{fanout:.2f}x",
-         f"<= {FANOUT_TARGET:g}x", "yes" if fanout <= FANOUT_TARGET else "NO"),
-    ]  # fmt: skip
-    heading = (f"measure (no-op re-run, median of {repeat})", "seconds", "ratio", "target", "ok")
-    widths = [max(len(r[i]) for r in [heading, *rows]) for i in range(5)]
-    for row in [heading, *rows]:
-        first, seconds, ratio, target, ok = row
-        w = widths
-        print(f"{first:<{w[0]}}  {seconds:>{w[1]}}  {ratio:>{w[2]}}  {target:<{w[3]}}  {ok}".rstrip())
-    print("(ratio: baseline seconds / these seconds; on the fan-out row: 4-node seconds / 1-node seconds)")
-    print("samples (s): " + "; ".join(f"{k} {', '.join(f'{s:.1f}' for s in v)}" for k, v in samples.items()))
-    return speedup >= SPEEDUP_TARGET and fanout <= FANOUT_TARGET
+# ----- the table ---------------------------------------------------------------------------------------
+
+
+def median(bench: Bench, tool: str, hosts: int) -> Cost:
+    costs = bench.samples[(tool, hosts)]
+    return Cost(*(statistics.median(getattr(c, f) for c in costs) for f in ("wall", "controller", "nodes")))
+
+
+def print_rows(rows: Sequence[tuple[str, ...]], right: set[int]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [
+            f"{c:>{w}}" if i in right else f"{c:<{w}}"
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        print("  ".join(cells).rstrip())
+
+
+def table(bench: Bench, tools: Sequence[str], repeat: int) -> bool:
+    rows = [("no-op re-run, median of " + str(repeat), "hosts", "wall s", "ctl CPU s", "ctl/host",
+             "node/host", "x wall", "x ctl/host", "x node/host")]  # fmt: skip
+    for hosts in (NODES, 1):
+        stock = median(bench, "stock", hosts)
+        for tool in tools:
+            m = median(bench, tool, hosts)
+            rows.append((TOOLS[tool], str(hosts), f"{m.wall:.1f}", f"{m.controller:.1f}",
+                         f"{m.controller / hosts:.1f}", f"{m.nodes / hosts:.1f}",
+                         f"{stock.wall / m.wall:.2f}", f"{m.controller / stock.controller:.2f}",
+                         f"{m.nodes / stock.nodes:.2f}"))  # fmt: skip
+    print_rows(rows, right=set(range(1, 9)))
+    print("(CPU in seconds; x wall: stock's wall / this one's, so 2.00 is twice as fast; x ctl/host and "
+          "x node/host: this one's CPU / stock's, same hosts)")  # fmt: skip
+
+    met = True
+    checks = [("measure, 4 hosts unless said", "tool", "value", "target", "ok")]
+    for tool in tools:
+        if tool == "stock":
+            continue
+        four, one, stock = median(bench, tool, NODES), median(bench, tool, 1), median(bench, "stock", NODES)
+        for name, value, target, ok in [
+            ("node CPU per host / stock's", four.nodes / stock.nodes, f"<= {NODE_CPU_TARGET:.2f}",
+             four.nodes / stock.nodes <= NODE_CPU_TARGET),
+            ("controller CPU per host / stock's", four.controller / stock.controller,
+             f"<= {CONTROLLER_CPU_TARGET:.2f}", four.controller / stock.controller <= CONTROLLER_CPU_TARGET),
+            ("speed-up in wall time over stock", stock.wall / four.wall, f">= {SPEEDUP_TARGET:.2f}",
+             stock.wall / four.wall >= SPEEDUP_TARGET),
+            ("node CPU per host, 4 hosts / 1 host", four.nodes / NODES / one.nodes, f"<= {FLAT_TARGET:.2f}",
+             four.nodes / NODES / one.nodes <= FLAT_TARGET),
+            ("controller CPU per host, 4 hosts / 1 host", four.controller / NODES / one.controller,
+             f"<= {FLAT_TARGET:.2f}", four.controller / NODES / one.controller <= FLAT_TARGET),
+            ("wall, 4 hosts / 1 host (fan-out)", four.wall / one.wall, f"<= {FANOUT_TARGET:.2f}",
+             four.wall / one.wall <= FANOUT_TARGET),
+        ]:  # fmt: skip
+            checks.append((name, tool, f"{value:.2f}", target, "yes" if ok else "NO"))
+            met = met and ok
+    print()
+    print_rows(checks, right={2})
+    print("samples (wall s / controller CPU s / nodes' CPU s): " + "; ".join(
+        f"{tool} {hosts}: " + ", ".join(f"{c.wall:.1f}/{c.controller:.1f}/{c.nodes:.1f}" for c in costs)
+        for (tool, hosts), costs in bench.samples.items()
+    ))  # fmt: skip
+    return met
 
 
 def main() -> int:
+    global METER
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeat", type=int, default=2, help="measurements of each kind (default 2)")
+    parser.add_argument("--tools", default="stock,gpuprov,mitogen", help="what to measure (stock always)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--profile", action="store_true", help="also print the slowest tasks (profile_tasks)")
     parser.add_argument("--keep", action="store_true", help="keep the sandbox and its state dir afterwards")
     parser.add_argument("--name", help="sandbox name (default bench-bootstrap-<random>); reused if it exists")
     parser.add_argument("--state-dir", type=Path, help="GPUPROV_STATE_DIR (default: a new temporary one)")
     args = parser.parse_args()
+    tools = ["stock", *(t for t in TOOLS if t != "stock" and t in args.tools.split(","))]
+    if "mitogen" in tools and importlib.util.find_spec("ansible_mitogen") is None:
+        print("note: Mitogen for Ansible is not installed (pip install -e '.[mitogen]'); not measured")
+        tools.remove("mitogen")
 
     state = args.state_dir or Path(tempfile.mkdtemp(prefix="gpuprov-bench-bootstrap-"))
     env = clean_env(state)
     name = args.name or f"bench-bootstrap-{uuid.uuid4().hex[:6]}"
     gpuprov = [str(BIN / "gpuprov"), "-q", "sandbox"]
+    METER = ControllerMeter(f"gpuprov-{name}")
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (1 min) at the start")
+    print(f"controller CPU from the {METER.how}")
     print(f"starting sandbox {name} ({NODES} debian12 nodes), state dir {state} ...", flush=True)
     subprocess.run([*gpuprov, "up", "--name", name, "--nodes", str(NODES)], env=env, check=True)
     try:
@@ -183,29 +389,26 @@ def main() -> int:
         )  # fmt: skip
         work = state / "bench"
         work.mkdir(exist_ok=True)
-        bench = Bench(env, inventory, sandbox_lock(work / "lock.yml"), work)
+        bench = Bench(env, inventory, sandbox_lock(work / "lock.yml"), work, node_counters(name))
 
         print("first bootstrap of every host (untimed) ...", flush=True)
         began = time.perf_counter()
         argv = [str(BIN / "gpuprov"), "bootstrap", str(inventory), "-e", f"@{bench.lock}"]
-        _, code, _ = run(argv, env, work / "first.log")
+        code, _ = run(argv, env, work / "first.log")
         if code != 0:
             raise SystemExit(f"first bootstrap exited {code}; see {work / 'first.log'}")
         print(f"  done in {time.perf_counter() - began:.0f} s", flush=True)
 
-        samples: dict[str, list[float]] = {"baseline": [], "gpuprov4": [], "gpuprov1": []}
         for i in range(1, args.repeat + 1):
             # Interleaved, so that a change in the machine's load falls on every measure alike.
-            samples["baseline"].append(plain_playbook(bench, f"baseline-{i}"))
-            samples["gpuprov4"].append(gpuprov_bootstrap(bench, f"gpuprov4-{i}"))
-            samples["gpuprov1"].append(gpuprov_bootstrap(bench, f"gpuprov1-{i}", "--limit", "node1"))
-            print(
-                f"  repetition {i}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in samples.items()),
-                flush=True,
-            )
+            for hosts in (NODES, 1):
+                for tool in tools:
+                    cost = measure(bench, tool, hosts, f"{tool}{hosts}-{i}")
+                    print(f"  repetition {i}, {tool} on {hosts} host(s): {cost.wall:.1f} s, controller CPU "
+                          f"{cost.controller:.1f} s, nodes' CPU {cost.nodes:.1f} s", flush=True)  # fmt: skip
 
         print(f"\nload average {os.getloadavg()[0]:.1f} (1 min) at the end; logs in {work}\n")
-        met = table(samples, args.repeat)
+        met = table(bench, tools, args.repeat)
         if args.profile:
             profile(bench, 20)
     finally:
@@ -213,6 +416,7 @@ def main() -> int:
             subprocess.run([*gpuprov, "down", "--name", name], env=env, capture_output=True)
             if not args.state_dir:
                 shutil.rmtree(state, ignore_errors=True)
+        METER.close()
     return 1 if args.strict and not met else 0
 
 

@@ -15,6 +15,12 @@ repository's ansible.cfg repeats these settings for plain `ansible-playbook` run
 - ANSIBLE_INJECT_FACT_VARS=False (the setting INJECT_FACTS_AS_VARS): roles read facts as
   ansible_facts['...'] only (ansible-core 2.20 deprecates the injected ansible_* names), so a role that
   still uses one fails here, not later.
+
+One setting is a choice: the strategy (`--strategy` / GPUPROV_STRATEGY). `linear` is Ansible's own.
+`mitogen` runs the same play through Mitogen for Ansible's `mitogen_linear` strategy (the optional
+`gpuprov[mitogen]` extra): one persistent Python per host instead of a new interpreter, and a new
+AnsiballZ payload to unpack, for every module run. It is off by default until the whole test suite has
+passed with it; third-party strategy plugins are deprecated in ansible-core 2.19 (no removal date).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +37,16 @@ from typing import Any
 
 from gpuprov import paths, resources, yaml_limits
 from gpuprov.errors import BadInput
+
+STRATEGIES = ("linear", "mitogen")
+# The first Mitogen release that runs ansible-core 2.21's dnf module (it embeds a helper script that older
+# releases cannot run); 0.3.54 is the one tested with gpuprov. https://github.com/mitogen-hq/mitogen/releases
+MITOGEN_MIN_VERSION = (0, 3, 54)
+MITOGEN_STRATEGY = "mitogen_linear"
+# Mitogen's connect timeout (Ansible's `timeout`, 10 s by default) covers the whole start of a host's
+# context: SSH, then a Python that receives Mitogen's core, then the sudo context; on a loaded host that took
+# more than 10 s (a sandbox node reported "Connection timed out"). Plain SSH spends it on TCP alone.
+MITOGEN_CONNECT_TIMEOUT_S = 30
 
 PLAYBOOKS = {"bootstrap": "site.yml"}  # CLI verb -> playbook under playbooks/
 MAX_FORKS = 100
@@ -52,6 +69,7 @@ class Options:
     forks: int | None = None
     json_output: bool = False
     verbosity: int = 0
+    strategy: str = "linear"  # one of STRATEGIES
     playbook: Path = field(default_factory=lambda: playbook_path("bootstrap"))
 
 
@@ -133,7 +151,48 @@ def fact_cache_dir(inventory: Path) -> Path:
     return paths.state_dir() / "facts" / digest
 
 
-def envvars() -> dict[str, str]:
+def strategy_envvars(strategy: str) -> dict[str, str]:
+    """Ansible's settings for the strategy: none for linear (Ansible's default); for mitogen, Mitogen's
+    strategy plugins and its mitogen_linear strategy. Raises BadInput when Mitogen is asked for and this
+    Python cannot import a release that runs gpuprov's ansible-core."""
+    if strategy == "linear":
+        return {}
+    if strategy != "mitogen":
+        raise BadInput(f"--strategy {strategy!r}: give one of {', '.join(STRATEGIES)}")
+    return {
+        "ANSIBLE_STRATEGY_PLUGINS": str(_mitogen_strategy_dir()),
+        "ANSIBLE_STRATEGY": MITOGEN_STRATEGY,
+        "ANSIBLE_TIMEOUT": str(MITOGEN_CONNECT_TIMEOUT_S),
+    }
+
+
+def _mitogen_strategy_dir() -> Path:
+    import importlib.metadata
+    import importlib.util
+
+    install = "pip install 'gpuprov[mitogen]' in gpuprov's Python, or use --strategy linear"
+    spec = importlib.util.find_spec("ansible_mitogen")
+    if spec is None or spec.origin is None:
+        raise BadInput(f"--strategy mitogen: Mitogen for Ansible is not installed; {install}")
+    try:
+        version = importlib.metadata.version("mitogen")
+    except importlib.metadata.PackageNotFoundError:  # a source checkout on PYTHONPATH: no version to check
+        version = None
+    if version is not None and _release(version) < MITOGEN_MIN_VERSION:
+        wanted = ".".join(map(str, MITOGEN_MIN_VERSION))
+        raise BadInput(
+            f"--strategy mitogen: mitogen {version} is installed, gpuprov needs {wanted} or newer; {install}"
+        )
+    return Path(spec.origin).parent / "plugins" / "strategy"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """(0, 3, 54) of "0.3.54" or "0.3.54.post1"; () when the version does not start with a number."""
+    match = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(part) for part in match.group().split(".")) if match else ()
+
+
+def envvars(strategy: str = "linear") -> dict[str, str]:
     return {
         "PATH": search_path(),
         "ANSIBLE_HOST_KEY_CHECKING": "True",
@@ -147,6 +206,7 @@ def envvars() -> dict[str, str]:
         "ANSIBLE_FORCE_COLOR": "False",
         "ANSIBLE_LOCALHOST_WARNING": "False",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
+        **strategy_envvars(strategy),
     }
 
 
@@ -173,7 +233,7 @@ def runner_kwargs(
         "roles_path": [str(resources.data_dir("roles"))],
         "extravars": dict(extravars),
         "forks": forks_for(host_count, options.forks),
-        "envvars": envvars(),
+        "envvars": envvars(options.strategy),
         "settings": {"pexpect_timeout": PEXPECT_TIMEOUT_S, "suppress_ansible_output": True},
         "artifact_dir": str(artifact_dir),
         "ident": ident,

@@ -32,6 +32,16 @@ from gpuprov.errors import BadInput
 @click.option(
     "--forks", type=click.IntRange(min=1), help="Hosts worked on at once [default: all, up to 100]."
 )
+@click.option(
+    "--strategy",
+    type=click.Choice(["linear", "mitogen"]),  # arguments.STRATEGIES (not imported: the CLI starts fast)
+    default="linear",
+    show_default=True,
+    envvar="GPUPROV_STRATEGY",
+    show_envvar=True,
+    help="How Ansible runs the tasks: linear (Ansible's own) or mitogen (Mitogen for Ansible, needs the "
+    "gpuprov[mitogen] extra: a no-op re-run costs the hosts far less CPU; not yet the default).",
+)
 @click.option("--json", "json_output", is_flag=True, help="Print the run's summary as JSON on stdout.")
 @click.option(
     "-v",
@@ -48,6 +58,7 @@ def bootstrap(
     check: bool,
     diff: bool,
     forks: int | None,
+    strategy: str,
     json_output: bool,
     verbose: int,
 ) -> None:
@@ -72,6 +83,7 @@ def bootstrap(
         diff=diff,
         forks=forks,
         json_output=json_output,
+        strategy=strategy,
         verbosity=max(0, verbose - 1),
     )
     run(options)

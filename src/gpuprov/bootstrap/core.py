@@ -25,6 +25,7 @@ from gpuprov.errors import EnvironmentProblem, ExitCode, GpuprovError
 def run(options: Options) -> dict[str, Any]:
     """Bootstrap the inventory's hosts; returns the summary, or raises GpuprovError with the exit code."""
     extravars = arguments.parse_extra_vars(options.extra_vars)
+    arguments.strategy_envvars(options.strategy)  # Mitogen asked for but missing: say so before any work
     inventory = hosts.load(options.inventory, limit=options.limit)
     hosts.check_ssh_files(
         inventory.hosts,

@@ -2,7 +2,9 @@
 
 The scenarios start their own gpuprov sandbox (molecule/shared/create.yml) and test roles on its nodes
 against the sandbox mirror: a --check run on fresh hosts, converge, idempotence (changed=0), verify.
-Scenarios other issues add are picked up without editing this file.
+Scenarios other issues add are picked up without editing this file. With GPUPROV_STRATEGY=mitogen in the
+environment the scenarios' plays run through Mitogen's strategy, as `gpuprov bootstrap --strategy mitogen`
+would run them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from gpuprov.bootstrap import arguments
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
@@ -38,6 +42,7 @@ def test_molecule_scenario(scenario: str, tmp_path: Path):
         "ANSIBLE_FORCE_COLOR": "0",
         # As in gpuprov's runs: roles read facts as ansible_facts['...'], never the injected names.
         "ANSIBLE_INJECT_FACT_VARS": "False",
+        **arguments.strategy_envvars(os.environ.get("GPUPROV_STRATEGY", "linear")),
     }
     proc = subprocess.run(
         [str(BIN / "molecule"), "test", "-s", scenario],

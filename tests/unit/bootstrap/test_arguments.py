@@ -192,3 +192,54 @@ def test_describe_hides_extra_var_values(tmp_path: Path) -> None:
     kwargs = build(Options(inventory=tmp_path / "inv.ini"), {"ansible_become_password": "s3cret"})
     text = arguments.describe(kwargs)
     assert "ansible_become_password" in text and "s3cret" not in text
+
+
+def test_linear_strategy_is_ansibles_default(tmp_path: Path) -> None:
+    envvars = build(Options(inventory=tmp_path / "inv.ini", strategy="linear"))["envvars"]
+    assert isinstance(envvars, dict)
+    assert "ANSIBLE_STRATEGY" not in envvars
+    assert "ANSIBLE_STRATEGY_PLUGINS" not in envvars
+
+
+def test_mitogen_strategy_names_mitogens_plugins(tmp_path: Path) -> None:
+    import ansible_mitogen
+
+    envvars = build(Options(inventory=tmp_path / "inv.ini", strategy="mitogen"))["envvars"]
+    assert isinstance(envvars, dict)
+    plugins = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
+    assert envvars["ANSIBLE_STRATEGY_PLUGINS"] == str(plugins)
+    assert envvars["ANSIBLE_STRATEGY"] == "mitogen_linear"
+    assert envvars["ANSIBLE_TIMEOUT"] == "30"  # Mitogen's whole context start, not TCP alone
+    assert (plugins / "mitogen_linear.py").is_file()
+    # Everything else is as on the linear path: host key checking, pipelining, the fact cache.
+    linear = arguments.envvars("linear")
+    assert {k: v for k, v in envvars.items() if k in linear} == linear
+
+
+def test_mitogen_strategy_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ansible_mitogen", None)  # find_spec then answers None
+    with pytest.raises(
+        BadInput, match=r"Mitogen for Ansible is not installed; pip install 'gpuprov\[mitogen\]'"
+    ):
+        arguments.strategy_envvars("mitogen")
+
+
+def test_mitogen_too_old(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.3.49")
+    with pytest.raises(BadInput, match=r"mitogen 0\.3\.49 is installed, gpuprov needs 0\.3\.54 or newer"):
+        arguments.strategy_envvars("mitogen")
+
+
+@pytest.mark.parametrize(
+    ("version", "release"),
+    [("0.3.54", (0, 3, 54)), ("0.3.54.post1", (0, 3, 54)), ("0.4.0rc1", (0, 4, 0)), ("dev", ())],
+)
+def test_release_of_a_version(version: str, release: tuple[int, ...]) -> None:
+    assert arguments._release(version) == release
+
+
+def test_unknown_strategy() -> None:
+    with pytest.raises(BadInput, match="give one of linear, mitogen"):
+        arguments.strategy_envvars("free")

@@ -47,6 +47,7 @@ def test_help() -> None:
         "--check",
         "--diff",
         "--forks",
+        "--strategy",
         "--json",
     ):
         assert option in proc.stdout
@@ -102,3 +103,25 @@ def test_limit_matching_nothing(tmp_path: Path, inventory: Path) -> None:
 def test_forks_zero(tmp_path: Path, inventory: Path) -> None:
     message = refused(bootstrap(str(inventory), "--forks", "0", state=tmp_path / "s"), tmp_path / "s")
     assert "--forks" in message and "0" in message
+
+
+def test_strategy_mitogen_without_mitogen(tmp_path: Path, inventory: Path) -> None:
+    # sitecustomize hides Mitogen from gpuprov's Python, as on an install without the gpuprov[mitogen] extra.
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['ansible_mitogen'] = None\n")
+    env = {**os.environ, "GPUPROV_STATE_DIR": str(tmp_path / "s"), "PYTHONPATH": str(hide),
+           "GPUPROV_STRATEGY": "mitogen"}  # fmt: skip
+    proc = subprocess.run(
+        [*GPUPROV, "bootstrap", str(inventory)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert refused(proc, tmp_path / "s") == (
+        "--strategy mitogen: Mitogen for Ansible is not installed; "
+        "pip install 'gpuprov[mitogen]' in gpuprov's Python, or use --strategy linear"
+    )
+
+
+def test_strategy_unknown(tmp_path: Path, inventory: Path) -> None:
+    proc = bootstrap(str(inventory), "--strategy", "free", state=tmp_path / "s")
+    assert proc.returncode == 2
+    assert "'free' is not one of 'linear', 'mitogen'" in proc.stderr
