@@ -92,9 +92,10 @@ docker run --rm --name "gpuprov-$NAME-controller" --network "gpuprov-$NAME" \
     echo "== $(ansible --version | head -1), $(python3 --version)"
 
     # tests/unit/sandbox builds the sandbox mirror on the host (gpg, apt-ftparchive, torch wheels): no
-    # Ansible in it, and the whole suite runs it.
-    echo "== unit tests (but tests/unit/sandbox)"
-    pytest -q -p no:cacheprovider tests/unit --ignore tests/unit/sandbox
+    # Ansible in it, and the whole suite runs it. So does it the unit tests marked integration: the reboot
+    # play runs against a chroot of the controller itself, Debian 13 here, which the roles refuse.
+    echo "== unit tests (but tests/unit/sandbox and those marked integration)"
+    pytest -q -p no:cacheprovider tests/unit --ignore tests/unit/sandbox -m "not integration"
 
     echo "== ansible-lint (production profile, see .ansible-lint)"
     ansible-lint -q roles playbooks
