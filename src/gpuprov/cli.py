@@ -5,7 +5,6 @@ Errors a user can cause end as one line on stderr and a documented exit code (gp
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
@@ -85,9 +84,6 @@ for _command in launch_commands.COMMANDS:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: turn every expected failure into one line and an exit code."""
-    # Libraries that log a traceback before raising (paramiko on a failed handshake) would print it on
-    # stderr through logging's last-resort handler; gpuprov reports the exception instead, as one line.
-    logging.getLogger("paramiko").addHandler(logging.NullHandler())
     try:
         cli.main(args=argv, prog_name="gpuprov", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -21,7 +21,6 @@ from gpuprov.errors import BadInput, ExitCode
 SUPPORTED_TEXT = platforms.describe()  # gpuprov's table, which the roles check hosts against too
 SSH_TIMEOUT_S = 10
 COMMAND_TIMEOUT_S = 20
-MAX_PARALLEL = 32
 # A host that hangs on every step within its SSH timeouts (connect, 4 commands) is reported, the others not
 # held up by it.
 HOST_TIMEOUT_S = 3 * SSH_TIMEOUT_S + 4 * COMMAND_TIMEOUT_S + 30
@@ -50,7 +49,6 @@ def run(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> tuple[list[
     outcomes = ssh.fan_out(
         inventory.hosts,
         lambda host: check_host(host, extravars),
-        max_parallel=MAX_PARALLEL,
         timeout=HOST_TIMEOUT_S,
     )
     reports = [_timed_out(o.item) if isinstance(o.error, ssh.TimedOut) else o.get() for o in outcomes]

@@ -22,8 +22,6 @@ def run_nouveau(tmp_path: Path) -> subprocess.CompletedProcess[str]:
         "__nvidia_driver_nouveau_blacklist": str(tmp_path / "modprobe.d" / "blacklist-nouveau.conf"),
         "__nvidia_driver_initramfs_stamp": str(tmp_path / "state" / "initramfs-nouveau-blacklist"),
         "__nvidia_driver_initramfs_tools": [{"path": str(tool), "command": [str(tool)]}],
-        # include_role runs the role's dependency nvidia_repository too: as if it had set up the repository.
-        "nvidia_repository_pending": False,
     }
     (tmp_path / "modprobe.d").mkdir(exist_ok=True)
     include = {"ansible.builtin.include_role": {"name": "nvidia_driver", "tasks_from": "nouveau.yml"}}
