@@ -1,6 +1,8 @@
 """The `gpuprov` command line: parses and validates input, then calls the core modules.
 
 Errors a user can cause end as one line on stderr and a documented exit code (gpuprov.errors.ExitCode).
+Importing it stays cheap: the commands load paramiko, Ansible and the sandbox's cluster code when they run,
+not when `gpuprov --help` or an input error is all there is to do (tests/unit/test_cli.py checks).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import click
 
 from gpuprov import __version__, console
 from gpuprov.errors import ExitCode, GpuprovError
-from gpuprov.sandbox import cluster
+from gpuprov.sandbox import spec
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,7 +41,7 @@ _name_option = click.option(
 
 
 @sandbox.command("up")
-@click.option("--nodes", type=int, default=None, help=f"Number of nodes, 1-{cluster.MAX_NODES} [default: 2].")
+@click.option("--nodes", type=int, default=None, help=f"Number of nodes, 1-{spec.MAX_NODES} [default: 2].")
 @click.option(
     "--os",
     "os_list",
@@ -50,7 +52,12 @@ _name_option = click.option(
 @_name_option
 def sandbox_up(nodes: int | None, os_list: str | None, name: str) -> None:
     """Start a sandbox (or add nodes to it) and write its inventory."""
-    parsed_os = cluster.parse_os_list(os_list) if os_list is not None else None
+    parsed_os = spec.parse_os_list(os_list) if os_list is not None else None
+    spec.validate_name(name)
+    if nodes is not None:
+        spec.validate_node_count(nodes)
+    from gpuprov.sandbox import cluster
+
     cluster.up(name, nodes, parsed_os)
 
 
@@ -58,6 +65,8 @@ def sandbox_up(nodes: int | None, os_list: str | None, name: str) -> None:
 @_name_option
 def sandbox_down(name: str) -> None:
     """Remove every container, network and file the sandbox made."""
+    from gpuprov.sandbox import cluster
+
     if cluster.down(name):
         console.success(f"Sandbox {name!r} removed")
     else:
@@ -68,6 +77,8 @@ def sandbox_down(name: str) -> None:
 @_name_option
 def sandbox_inventory(name: str) -> None:
     """Print the path of the sandbox's inventory."""
+    from gpuprov.sandbox import cluster
+
     console.result(str(cluster.inventory_path(name)))
 
 

@@ -1,5 +1,6 @@
 """The real `gpuprov` command, driven as a user would, for input it must refuse before doing anything."""
 
+import json
 import os
 import re
 import subprocess
@@ -115,3 +116,41 @@ def test_engine_that_cannot_start(tmp_path):
     assert "the Docker engine (dockerd) exited with status 1 while starting" in line
     assert "permission denied" in line
     assert not state.exists()
+
+
+HEAVY = ("paramiko", "ansible", "ansible_runner", "jinja2", "cryptography", "gpuprov.sandbox.cluster")
+CHEAP_ARGS = [
+    ["--help"],
+    ["launch", "--help"],
+    ["sandbox", "up", "--nodes", "0"],
+    ["bootstrap", " "],
+    ["launch", "--grace", "inf", "train.py"],
+    ["stop"],
+]
+
+
+def test_help_and_input_errors_load_neither_paramiko_nor_ansible(tmp_path):
+    """`import gpuprov.cli`, --help and errors found in the arguments alone cost a fraction of a second:
+    the modules that reach hosts (paramiko, Ansible, the sandbox's cluster code) load only when a command
+    needs them."""
+    (tmp_path / "train.py").write_text("")
+    script = (
+        "import json, sys\n"
+        "from gpuprov import cli\n"
+        "codes = []\n"
+        f"for argv in {CHEAP_ARGS!r}:\n"
+        "    try:\n"
+        "        cli.main(argv)\n"
+        "    except SystemExit as exc:\n"
+        "        codes.append(exc.code)\n"
+        f"heavy = sorted(m for m in sys.modules if m.startswith({HEAVY!r}))\n"
+        "print(json.dumps({'codes': codes, 'heavy': heavy}))\n"
+    )
+    env = {**os.environ, "GPUPROV_STATE_DIR": str(tmp_path / "state")}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert answer["codes"] == [0, 0, 2, 2, 2, 2], proc.stderr
+    assert answer["heavy"] == []

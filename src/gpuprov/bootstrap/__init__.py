@@ -5,10 +5,7 @@
 - runner.py: the one wrapper around ansible_runner.run (temp private data dir, Ctrl-C, events).
 - events.py / display.py: per-host progress from runner's events, live or as plain lines, and tables.
 - runs.py: run directories under the state dir, with summary.json.
-- core.py: the order of it all; command.py: the click command.
+- core.py: the order of it all (`core.run(arguments.Options(...))`); command.py: the click command.
+
+Nothing is imported here: `gpuprov --help` loads command.py alone, not Ansible's or paramiko's modules.
 """
-
-from gpuprov.bootstrap.arguments import Options
-from gpuprov.bootstrap.core import run
-
-__all__ = ["Options", "run"]

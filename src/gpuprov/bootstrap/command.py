@@ -1,4 +1,4 @@
-"""The `gpuprov bootstrap` command: parse and validate input, then call gpuprov.bootstrap.run."""
+"""The `gpuprov bootstrap` command: parse and validate input, then call gpuprov.bootstrap.core.run."""
 
 from __future__ import annotations
 
@@ -67,10 +67,11 @@ def bootstrap(
     Hosts come from the inventory's gpu_nodes group (all hosts if it has none). Every host is checked first
     (SSH with host key checking, sudo, OS, the compatibility lock); nothing is applied unless all pass.
     """
-    from gpuprov.bootstrap import Options, run
-
     if not inventory.strip():  # Path("") would be ".": Ansible would run the directory's executables
         raise BadInput("the inventory path is empty; give the path of an INI or YAML inventory")
+    from gpuprov.bootstrap.arguments import Options
+    from gpuprov.bootstrap.core import run  # Ansible and paramiko: only once there is work to do
+
     if verbose:
         console.set_verbosity(console.Verbosity.VERBOSE)
     options = Options(

@@ -1,11 +1,15 @@
-"""The click commands `launch`, `jobs`, `logs` and `stop` (registered in gpuprov.cli)."""
+"""The click commands `launch`, `jobs`, `logs` and `stop` (registered in gpuprov.cli).
+
+The modules that connect to hosts (flow, control, and paramiko with them) and sbatch are imported by the
+command that runs them: `gpuprov --help` and the options' own errors do without them.
+"""
 
 from __future__ import annotations
 
 import click
 
-from gpuprov.launch import control, flow, options, sbatch
 from gpuprov.launch import jobs as job_records
+from gpuprov.launch import options
 
 _GIVEN_ARGS = "gpuprov.launch.given_args"
 
@@ -150,15 +154,21 @@ def launch(
         grace_s=grace_s,
     )
     if opts.emit_sbatch is not None:
+        from gpuprov.launch import sbatch
+
         given: list[str] = click.get_current_context().meta[_GIVEN_ARGS]
         sbatch.write(opts, given)
         return
+    from gpuprov.launch import flow
+
     flow.launch(opts)
 
 
 @click.command("jobs")
 def jobs() -> None:
     """List the jobs launched from this machine: id, hosts, state, start, exit codes."""
+    from gpuprov.launch import control
+
     control.list_jobs()
 
 
@@ -167,6 +177,8 @@ def jobs() -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
 def logs(job_id: str, follow: bool) -> None:
     """Print a job's output from every host (prefixed host/rank)."""
+    from gpuprov.launch import control
+
     control.show_logs(job_id, follow)
 
 
@@ -174,6 +186,8 @@ def logs(job_id: str, follow: bool) -> None:
 @click.argument("job_id", metavar="JOB")
 def stop(job_id: str) -> None:
     """Stop a job on every host (SIGTERM, then SIGKILL after its grace period)."""
+    from gpuprov.launch import control
+
     control.stop_job(job_id)
 
 

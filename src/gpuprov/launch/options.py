@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuprov.errors import BadInput
-from gpuprov.launch import render
 from gpuprov.launch.jobs import MAX_GRACE_S, valid_grace
 
 DEFAULT_MASTER_PORT = 29500
@@ -183,6 +182,8 @@ def build(
     if template is not None:
         template_path = Path(template).expanduser()
         check_file(template_path, f"--template {template}", "give the path of a Jinja2 torchrun template")
+        from gpuprov.launch import render  # jinja2: only when a template is given
+
         render.load(template_path, label=f"--template {template}")  # its syntax, before any host
 
     sbatch_path = None

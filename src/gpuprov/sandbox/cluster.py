@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import re
 import shutil
 import tarfile
 import time
@@ -22,13 +21,13 @@ from pathlib import Path
 from gpuprov import console, hosts, interrupts, paths, ssh
 from gpuprov.errors import BadInput, Conflict, GpuprovError
 from gpuprov.sandbox import docker, images, inventory, keys, mirror
+from gpuprov.sandbox.spec import validate_name, validate_node_count
 
 LABEL = "gpuprov.sandbox"
 ROLE_LABEL = "gpuprov.role"
 OS_LABEL = "gpuprov.os"
 MIRROR_HASH_LABEL = mirror.SERVED_LABEL
 STATE_LABEL = "gpuprov.state"  # the directory holding the sandbox's files (its login key, its inventory)
-MAX_NODES = 16
 DEFAULT_NODES = 2
 DEFAULT_OS = "debian12"
 USER = "gpuprov"
@@ -36,7 +35,6 @@ USER_UID = 1000
 SSH_READY_TIMEOUT_S = 90
 MIRROR_READY_TIMEOUT_S = 30
 ADDRESS_TIMEOUT_S = 20
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,30}$")
 
 
 @dataclass(frozen=True)
@@ -88,36 +86,6 @@ def network_name(sandbox: str) -> str:
 
 def mirror_container_name(sandbox: str) -> str:
     return f"gpuprov-{sandbox}-mirror"
-
-
-# ----- input ----------------------------------------------------------------------------------------
-
-
-def validate_name(name: str) -> None:
-    if not _NAME_RE.match(name):
-        raise BadInput(
-            f"sandbox name {name!r} is not valid: use 1-31 lower-case letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-
-
-def parse_os_list(text: str) -> list[str]:
-    """'debian12,rocky9' -> ['debian12', 'rocky9'], each checked against the supported list."""
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    if not names:
-        raise BadInput(f"--os is empty; choose from {', '.join(images.SANDBOX_OSES)}")
-    for os_name in names:
-        if os_name not in images.SANDBOX_OSES:
-            raise BadInput(
-                f"--os {os_name!r} is not supported; choose from {', '.join(images.SANDBOX_OSES)} "
-                "(a comma-separated list mixes them)"
-            )
-    return names
-
-
-def validate_node_count(nodes: int) -> None:
-    if not 1 <= nodes <= MAX_NODES:
-        raise BadInput(f"--nodes {nodes} is out of range; a sandbox has 1 to {MAX_NODES} nodes")
 
 
 # ----- what exists ----------------------------------------------------------------------------------

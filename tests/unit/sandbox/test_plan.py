@@ -3,7 +3,8 @@ import re
 import pytest
 
 from gpuprov.errors import BadInput
-from gpuprov.sandbox.cluster import Node, parse_os_list, plan, validate_name
+from gpuprov.sandbox.cluster import Node, plan
+from gpuprov.sandbox.spec import parse_os_list, validate_name
 
 
 def node(index: int, os_name: str = "debian12") -> Node:
