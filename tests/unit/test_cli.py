@@ -1,4 +1,5 @@
-"""The real `gpuprov` command, driven as a user would, for input it must refuse before doing anything."""
+"""The real `gpuprov` command, driven as a user would, for input it must refuse before doing anything (the
+list of refusals through main() in this process: tests/unit/in_process.py)."""
 
 import json
 import os
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 
 import gpuprov
 from gpuprov import cli
+from tests.unit import in_process
 
 GPUPROV = [sys.executable, "-m", "gpuprov"]
 
@@ -20,7 +22,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     return subprocess.run([*GPUPROV, *args], capture_output=True, text=True, env=env, timeout=60)
 
 
-def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+def one_error_line(proc: subprocess.CompletedProcess[str] | in_process.Result) -> str:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -78,8 +80,7 @@ def test_help_lists_exactly_the_documented_commands_and_each_one_answers():
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, expected, tmp_path):
-    env = {**os.environ, "GPUPROV_STATE_DIR": str(tmp_path)}
-    proc = run(*args, env=env)
+    proc = in_process.gpuprov(*args, env={"GPUPROV_STATE_DIR": str(tmp_path)})
     assert proc.returncode == 2, proc.stderr
     assert expected in one_error_line(proc)
     assert not list(Path(tmp_path).iterdir()), "bad input must leave nothing behind"

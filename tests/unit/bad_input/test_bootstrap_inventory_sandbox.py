@@ -1,10 +1,12 @@
 """What gpuprov refuses in an inventory, a lock, a path or a setting, and why.
 
-Each case drives the real `gpuprov` command (or the module that reads the input) on a bad file in a temporary
-directory. Bad input ends with one line on stderr and exit code 2, before any host is contacted and before a
-run directory is made; nothing of the bad value that could be a secret, a screenful or a second line gets
-echoed. The inventories' addresses are in 192.0.2.0/24 (TEST-NET-1): nothing answers there, so a check that
-reached a host would show as exit 6, not 2.
+Each case drives gpuprov's command line (or the module that reads the input) on a bad file in a temporary
+directory: main() in this process (tests/unit/in_process.py), the real `gpuprov` command where the case is
+about the command itself (an empty path in a directory Ansible would run, a port that is not SSH). Bad input
+ends with one line on stderr and exit code 2, before any host is contacted and before a run directory is made;
+nothing of the bad value that could be a secret, a screenful or a second line gets echoed. The inventories'
+addresses are in 192.0.2.0/24 (TEST-NET-1): nothing answers there, so a check that reached a host would show
+as exit 6, not 2.
 """
 
 from __future__ import annotations
@@ -21,18 +23,24 @@ import pytest
 
 from gpuprov import console, hosts, lock
 from gpuprov.errors import BadInput
+from tests.unit import in_process
 
 GPUPROV = [sys.executable, "-m", "gpuprov"]
 SAMPLE = Path(__file__).resolve().parents[3] / "inventory" / "sample"
 LOCK = (SAMPLE / "group_vars" / "all" / "gpu_stack.yml").read_text()
 
 
-def gpuprov(*args: str, state: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "GPUPROV_STATE_DIR": str(state), **(env or {})}
-    return subprocess.run([*GPUPROV, *args], capture_output=True, text=True, env=full_env, timeout=120)
+def gpuprov(*args: str, state: Path, env: dict[str, str] | None = None) -> in_process.Result:
+    return in_process.gpuprov(*args, env={"GPUPROV_STATE_DIR": str(state), **(env or {})})
 
 
-def refused(proc: subprocess.CompletedProcess[str], state: Path | None = None) -> str:
+def real_gpuprov(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
+    """The `gpuprov` command in its own process."""
+    env = {**os.environ, "GPUPROV_STATE_DIR": str(state)}
+    return subprocess.run([*GPUPROV, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def refused(proc: in_process.Result | subprocess.CompletedProcess[str], state: Path | None = None) -> str:
     """The one error line of a command that refused its input (exit 2, no traceback, no run started)."""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr[-3000:]
@@ -452,7 +460,7 @@ def not_ssh() -> Iterator[int]:
 
 def test_port_that_is_not_ssh_is_one_line_per_host(tmp_path: Path, not_ssh: int) -> None:
     path = inventory(tmp_path, f"[gpu_nodes]\nnode1 ansible_host=127.0.0.1 ansible_port={not_ssh}\n")
-    proc = gpuprov("bootstrap", str(path), state=tmp_path / "state")
+    proc = real_gpuprov("bootstrap", str(path), state=tmp_path / "state")
     assert proc.returncode == 6, proc.stderr
     assert "Traceback" not in proc.stderr
     errors = [line for line in proc.stderr.splitlines() if not line.startswith("> ")]

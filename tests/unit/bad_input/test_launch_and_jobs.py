@@ -4,7 +4,8 @@ Each refusal is one `error:` line on stderr (what is wrong, where, what to do) a
 (README, "Exit codes"), never a traceback, and nothing is started, pushed or recorded. Secrets stay where
 they are: a job's files are private to the user, here and on the hosts, and nothing outside --workdir is
 pushed. What needs real hosts (file modes there, a command run there) is in
-tests/integration/launch/test_bad_input.py.
+tests/integration/launch/test_bad_input.py. The commands run through main() in this process
+(tests/unit/in_process.py); a few start the real `gpuprov` command, to prove the same end to end.
 
 The hosts here are 127.0.0.1 on closed ports (1, 2): every SSH connection is refused at once.
 """
@@ -23,12 +24,19 @@ import pytest
 from gpuprov import hosts
 from gpuprov.errors import BadInput
 from gpuprov.launch import jobs, options, plan, push, remote, render, stream
+from tests.unit import in_process
 
 BIN = Path(sys.executable).parent
 JOB = "20250101-120000-abcd"
 
 
-def gpuprov(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def gpuprov(*args: str, cwd: Path) -> in_process.Result:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "GPUPROV_STATE_DIR": str(cwd / "state")}
+    return in_process.gpuprov(*args, cwd=cwd, env=env)
+
+
+def real_gpuprov(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The `gpuprov` command in its own process, with only the environment given here."""
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(cwd),
@@ -40,7 +48,7 @@ def gpuprov(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def one_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
+def one_error(proc: in_process.Result | subprocess.CompletedProcess[str], code: int) -> str:
     """The one error line of a refused command (other lines are progress); its exit code is `code`."""
     assert "Traceback" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
@@ -137,7 +145,7 @@ def test_local_job_records_and_logs_are_private(tmp_path: Path, monkeypatch: pyt
 
 
 def test_sbatch_script_with_the_environment_is_private(work: Path) -> None:
-    proc = gpuprov(
+    proc = real_gpuprov(
         "launch", "--nodes", "2", "--env", "HF_TOKEN=hf_secret", "--emit-sbatch", "job.sbatch", "train.py",
         cwd=work,
     )  # fmt: skip
@@ -184,7 +192,7 @@ def test_an_inventory_host_name_that_cannot_name_a_log_file_is_refused(work: Pat
         "../../evil ansible_host=127.0.0.1 ansible_port=1 gpuprov_master_addr=192.0.2.1\n"
         "node2 ansible_host=127.0.0.1 ansible_port=2\n"
     )
-    proc = gpuprov("launch", "train.py", cwd=work)
+    proc = real_gpuprov("launch", "train.py", cwd=work)
     line = one_error(proc, 2)
     assert "host name '../../evil'" in line and "inventory.ini" in line
     assert "Preflight" not in proc.stderr  # refused before any host is contacted
@@ -457,7 +465,7 @@ def test_jobs_with_only_damaged_records_is_not_empty(work: Path) -> None:
 @pytest.mark.parametrize("follow", [[], ["-f"]], ids=["logs", "logs-f"])
 def test_logs_of_an_unreachable_host(work: Path, follow: list[str]) -> None:
     write_record(work, hosts=[host_record("node1", 1), host_record("node2", 2, node_rank=1)])
-    line = one_error(gpuprov("logs", JOB, *follow, cwd=work), 6)
+    line = one_error(real_gpuprov("logs", JOB, *follow, cwd=work), 6)
     assert "node1 (127.0.0.1:1)" in line and "node2 (127.0.0.1:2)" in line
     assert f"cannot read the log of job {JOB}" in line
 

@@ -1,5 +1,7 @@
-"""The real `gpuprov bootstrap` command on input it must refuse before reaching any host: one line, exit 2,
-no run directory."""
+"""`gpuprov bootstrap` on input it must refuse before reaching any host: one line, exit 2, no run directory.
+
+Driven through main() in this process (tests/unit/in_process.py); --help and the Mitogen case (a Python
+whose site hides Mitogen) start the real command."""
 
 from __future__ import annotations
 
@@ -10,17 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit import in_process
+
 GPUPROV = [sys.executable, "-m", "gpuprov"]
 
 
-def bootstrap(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GPUPROV_STATE_DIR": str(state)}
-    return subprocess.run(
-        [*GPUPROV, "bootstrap", *args], capture_output=True, text=True, env=env, timeout=120
-    )
+def bootstrap(*args: str, state: Path) -> in_process.Result:
+    return in_process.gpuprov("bootstrap", *args, env={"GPUPROV_STATE_DIR": str(state)})
 
 
-def refused(proc: subprocess.CompletedProcess[str], state: Path) -> str:
+def refused(proc: in_process.Result | subprocess.CompletedProcess[str], state: Path) -> str:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert proc.returncode == 2, proc.stderr

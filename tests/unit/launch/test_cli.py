@@ -1,4 +1,5 @@
-"""The real `gpuprov launch` command for what needs no host: --emit-sbatch and input mistakes."""
+"""`gpuprov launch` for what needs no host: --emit-sbatch and input mistakes; the real command for an sbatch
+script and an empty job list, main() in this process (tests/unit/in_process.py) for the mistakes."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuprov import cli, console
+from tests.unit import in_process
 
 BIN = Path(sys.executable).parent
 
@@ -34,8 +36,13 @@ def test_emit_sbatch_writes_a_valid_script(tmp_path: Path) -> None:
     assert not (tmp_path / "state" / "jobs").exists()  # nothing launched
 
 
+def _in_process(*args: str, cwd: Path) -> in_process.Result:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "GPUPROV_STATE_DIR": str(cwd / "state")}
+    return in_process.gpuprov(*args, cwd=cwd, env=env)
+
+
 def test_missing_script_is_one_line(tmp_path: Path) -> None:
-    proc = _gpuprov("launch", "--nodes", "2", "nope.py", cwd=tmp_path)
+    proc = _in_process("launch", "--nodes", "2", "nope.py", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: script nope.py does not exist; give the path of your training script"
@@ -44,7 +51,7 @@ def test_missing_script_is_one_line(tmp_path: Path) -> None:
 
 def test_no_inventory_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("")
-    proc = _gpuprov("launch", "train.py", cwd=tmp_path)
+    proc = _in_process("launch", "train.py", cwd=tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: no inventory found: pass -i INVENTORY")
@@ -52,7 +59,7 @@ def test_no_inventory_is_one_line(tmp_path: Path) -> None:
 
 def test_unknown_job(tmp_path: Path) -> None:
     for command in (["logs", "20250101-000000-abcd"], ["stop", "20250101-000000-abcd"], ["logs", "x"]):
-        proc = _gpuprov(*command, cwd=tmp_path)
+        proc = _in_process(*command, cwd=tmp_path)
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
