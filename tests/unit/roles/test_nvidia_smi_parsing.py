@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.roles.local_play import role_task, run_play
+from tests.unit.roles.local_play import CaseResult, role_task, run_cases, run_play
 
 RECORDED = Path(__file__).parents[2] / "recorded" / "nvidia-smi"
 
@@ -25,7 +25,7 @@ RECORDED = Path(__file__).parents[2] / "recorded" / "nvidia-smi"
 def fake_smi(tmp_path: Path, output: str, rc: int = 0) -> dict[str, str]:
     """An nvidia-smi that answers OUTPUT on stdout and exits RC; the environment that puts it first."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
+    bin_dir.mkdir(parents=True, exist_ok=True)
     (bin_dir / "answer").write_text(output)
     tool = bin_dir / "nvidia-smi"
     tool.write_text(f"#!/bin/sh\ncat '{bin_dir / 'answer'}'\nexit {rc}\n")
@@ -42,75 +42,115 @@ def csv_rows(fields: list[str]) -> str:
     )
 
 
-def verify_gpu(tmp_path: Path, env: dict[str, str], **extra: Any) -> tuple[int, str]:
+# nvidia_driver: verify-gpu.yml, every case below in one ansible-playbook run (local_play.run_cases): each
+# case is a host with its own recorded nvidia-smi first on PATH and its own inputs.
+
+RECORDED_LIST = csv_rows(["index", "name", "driver_version"])
+MISMATCH = "error-version-mismatch-"
+NO_DEVICES = (RECORDED / "error-no-devices").read_text()
+# case: (what nvidia-smi prints, its exit status, the inputs)
+VERIFY_CASES: dict[str, tuple[str, int, dict[str, Any]]] = {
+    "locked": (RECORDED_LIST, 0, {"nvidia_driver_version": "570.86.15", "__nvidia_driver_pci_gpu_count": 2}),
+    "other-driver": (
+        RECORDED_LIST,
+        0,
+        {"nvidia_driver_version": "570.86.16", "__nvidia_driver_pci_gpu_count": 2},
+    ),
+    "gpu-missing": (
+        RECORDED_LIST,
+        0,
+        {"nvidia_driver_version": "570.86.15", "__nvidia_driver_pci_gpu_count": 3},
+    ),
+    **{
+        f"{MISMATCH}{driver}": (
+            (RECORDED / f"{MISMATCH}{driver}").read_text(),
+            18,
+            {"nvidia_driver_version": "550.144.03", "__nvidia_driver_marker": {"stat": {"exists": True}}},
+        )
+        for driver in ("535.161", "550.144")
+    },
+    "after-reboot": (
+        (RECORDED / f"{MISMATCH}580.178").read_text(),
+        18,
+        {
+            "nvidia_driver_version": "580.178.04",
+            "__nvidia_driver_marker": {"stat": {"exists": True}},
+            "__nvidia_driver_after_reboot": True,
+        },
+    ),
+    # The recording does not show the exit status; the role reads the message, whatever the status.
+    "no-gpu-allowed": (
+        NO_DEVICES,
+        6,
+        {"nvidia_driver_version": "570.124.06", "nvidia_driver_allow_no_gpu": True},
+    ),
+    "no-gpu-refused": (NO_DEVICES, 6, {"nvidia_driver_version": "570.124.06"}),
+}
+
+
+@pytest.fixture(scope="module")
+def verify_gpu(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseResult]:
+    """Each case's result of verify-gpu.yml: failed or not, and what Ansible printed about it."""
+    tmp_path = tmp_path_factory.mktemp("verify-gpu")
     task = {
         "name": "Verify",
         "ansible.builtin.include_role": {"name": "nvidia_driver", "tasks_from": "verify-gpu.yml"},
     }
-    proc = run_play(tmp_path, [task], {"nvidia_driver_allow_no_gpu": False, **extra}, env=env)
-    return proc.returncode, proc.stdout
+    paths = {name: fake_smi(tmp_path / name, out, rc)["PATH"] for name, (out, rc, _) in VERIFY_CASES.items()}
+    cases = {
+        name: {"nvidia_driver_allow_no_gpu": False, **inputs} for name, (_, _, inputs) in VERIFY_CASES.items()
+    }
+    return run_cases(tmp_path, [task], cases, paths=paths)
 
 
-# nvidia_driver: verify-gpu.yml
-
-
-def test_the_locked_driver_on_every_recorded_gpu_passes(tmp_path: Path) -> None:
-    env = fake_smi(tmp_path, csv_rows(["index", "name", "driver_version"]))
-    rc, out = verify_gpu(tmp_path, env, nvidia_driver_version="570.86.15", __nvidia_driver_pci_gpu_count=2)
-    assert rc == 0, out[-3000:]
-    assert "2 GPU(s) with driver 570.86.15" in out
+def test_the_locked_driver_on_every_recorded_gpu_passes(verify_gpu: dict[str, CaseResult]) -> None:
+    result = verify_gpu["locked"]
+    assert not result.failed, result.output[-3000:]
+    assert "2 GPU(s) with driver 570.86.15" in result.output
 
 
 @pytest.mark.parametrize(
-    ("version", "pci_gpus"), [("570.86.16", 2), ("570.86.15", 3)], ids=["other-driver", "gpu-missing"]
+    ("case", "version", "pci_gpus"),
+    [("other-driver", "570.86.16", 2), ("gpu-missing", "570.86.15", 3)],
+    ids=["other-driver", "gpu-missing"],
 )
 def test_another_driver_or_a_gpu_missing_from_the_recorded_list_fails(
-    tmp_path: Path, version: str, pci_gpus: int
+    verify_gpu: dict[str, CaseResult], case: str, version: str, pci_gpus: int
 ) -> None:
-    env = fake_smi(tmp_path, csv_rows(["index", "name", "driver_version"]))
-    rc, out = verify_gpu(tmp_path, env, nvidia_driver_version=version, __nvidia_driver_pci_gpu_count=pci_gpus)
-    assert rc != 0
-    assert f"wanted driver {version} on all {pci_gpus} GPUs" in " ".join(out.split())
+    result = verify_gpu[case]
+    assert result.failed
+    assert f"wanted driver {version} on all {pci_gpus} GPUs" in " ".join(result.output.split())
 
 
 @pytest.mark.parametrize("recording", ["error-version-mismatch-535.161", "error-version-mismatch-550.144"])
-def test_a_version_mismatch_before_the_reboot_is_reported_as_waiting(tmp_path: Path, recording: str) -> None:
-    env = fake_smi(tmp_path, (RECORDED / recording).read_text(), rc=18)
-    rc, out = verify_gpu(
-        tmp_path, env, nvidia_driver_version="550.144.03", __nvidia_driver_marker={"stat": {"exists": True}}
-    )
-    assert rc == 0, out[-3000:]
-    assert "cannot use the driver yet" in out and "Driver/library version mismatch" in out
+def test_a_version_mismatch_before_the_reboot_is_reported_as_waiting(
+    verify_gpu: dict[str, CaseResult], recording: str
+) -> None:
+    result = verify_gpu[recording]
+    assert not result.failed, result.output[-3000:]
+    assert "cannot use the driver yet" in result.output and "Driver/library version mismatch" in result.output
 
 
-def test_a_version_mismatch_after_the_reboot_fails_with_the_driver_hint(tmp_path: Path) -> None:
-    env = fake_smi(tmp_path, (RECORDED / "error-version-mismatch-580.178").read_text(), rc=18)
-    rc, out = verify_gpu(
-        tmp_path,
-        env,
-        nvidia_driver_version="580.178.04",
-        __nvidia_driver_marker={"stat": {"exists": True}},
-        __nvidia_driver_after_reboot=True,
-    )
-    assert rc != 0
-    flat = " ".join(out.split())
+def test_a_version_mismatch_after_the_reboot_fails_with_the_driver_hint(
+    verify_gpu: dict[str, CaseResult],
+) -> None:
+    result = verify_gpu["after-reboot"]
+    assert result.failed
+    flat = " ".join(result.output.split())
     assert "failed (exit 18): Failed to initialize NVML: Driver/library version mismatch" in flat
     assert "The driver is not loaded" in flat
 
 
 @pytest.mark.parametrize(("allowed", "passes"), [(True, True), (False, False)])
 def test_no_devices_passes_only_where_a_host_without_gpus_is_allowed(
-    tmp_path: Path, allowed: bool, passes: bool
+    verify_gpu: dict[str, CaseResult], allowed: bool, passes: bool
 ) -> None:
-    # The recording does not show the exit status; the role reads the message, whatever the status.
-    env = fake_smi(tmp_path, (RECORDED / "error-no-devices").read_text(), rc=6)
-    rc, out = verify_gpu(
-        tmp_path, env, nvidia_driver_version="570.124.06", nvidia_driver_allow_no_gpu=allowed
-    )
-    assert (rc == 0) == passes, out[-3000:]
-    flat = " ".join(out.split())
+    case = "no-gpu-allowed" if allowed else "no-gpu-refused"
+    result = verify_gpu[case]
+    assert result.failed != passes, result.output[-3000:]
+    flat = " ".join(result.output.split())
     if passes:
-        assert "no GPU on localhost: nvidia-smi says 'No devices were found'" in flat
+        assert f"no GPU on {case}: nvidia-smi says 'No devices were found'" in flat
     else:
         assert "For a host without GPUs set nvidia_driver_allow_no_gpu: true." in flat
 
