@@ -5,38 +5,44 @@ mok_certificate and /etc/dkms/framework.conf.d/ only from 3.0.4 on (dell/dkms, t
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
 import yaml
 
 from gpuprov import resources
-from tests.unit.roles.local_play import run_play
+from tests.unit.roles.local_play import CaseResult, run_cases
 
 TASKS = resources.data_dir("roles") / "nvidia_driver" / "tasks" / "dkms-signing.yml"
 
 
-def check(tmp_path: Path, dkms_says: str) -> subprocess.CompletedProcess[str]:
+OLDER = ["dkms-2.8.1", "dkms-2.8.7", "dkms-3.0.3"]
+NEWER = ["dkms-3.0.4", "dkms-3.0.10", "dkms-3.0.11"]
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseResult]:
+    """The two tasks for every `dkms --version` answer below, in one ansible-playbook run (run_cases: the
+    answer is the only input, registered by an earlier task in the role)."""
     tasks = [
         t
         for t in yaml.safe_load(TASKS.read_text())
         if t["name"].startswith(("Note the DKMS", "Refuse a DKMS"))
     ]
     assert len(tasks) == 2
-    return run_play(
-        tmp_path, tasks, {"__nvidia_driver_dkms_version_out": {"rc": 0, "stdout": dkms_says, "stderr": ""}}
-    )
+    cases = {
+        says: {"__nvidia_driver_dkms_version_out": {"rc": 0, "stdout": says, "stderr": ""}}
+        for says in OLDER + NEWER
+    }
+    return run_cases(tmp_path_factory.mktemp("dkms"), tasks, cases)
 
 
-@pytest.mark.parametrize("dkms_says", ["dkms-2.8.1", "dkms-2.8.7", "dkms-3.0.3"])
-def test_an_older_dkms_is_refused_naming_its_version(tmp_path: Path, dkms_says: str) -> None:
-    proc = check(tmp_path, dkms_says)
-    assert proc.returncode != 0
-    assert f"its dkms ({dkms_says.removeprefix('dkms-')}) is older than 3.0.4" in proc.stdout
+@pytest.mark.parametrize("dkms_says", OLDER)
+def test_an_older_dkms_is_refused_naming_its_version(checked: dict[str, CaseResult], dkms_says: str) -> None:
+    result = checked[dkms_says]
+    assert result.failed
+    assert f"its dkms ({dkms_says.removeprefix('dkms-')}) is older than 3.0.4" in result.output
 
 
-@pytest.mark.parametrize("dkms_says", ["dkms-3.0.4", "dkms-3.0.10", "dkms-3.0.11"])
-def test_dkms_3_0_4_and_newer_pass(tmp_path: Path, dkms_says: str) -> None:
-    proc = check(tmp_path, dkms_says)
-    assert proc.returncode == 0, proc.stdout[-2000:]
+@pytest.mark.parametrize("dkms_says", NEWER)
+def test_dkms_3_0_4_and_newer_pass(checked: dict[str, CaseResult], dkms_says: str) -> None:
+    result = checked[dkms_says]
+    assert not result.failed, result.output[-2000:]
