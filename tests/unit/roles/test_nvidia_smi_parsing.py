@@ -179,34 +179,50 @@ def test_persistence_check_reads_the_recorded_values(tmp_path: Path, recording: 
 # python_env: the GPU count read from `nvidia-smi -L`
 
 
-def python_env_decision(tmp_path: Path, smi_stdout: str, smi_rc: int) -> str:
-    """The role's own `__has_gpu` expression (preflight.yml, "Decide the PyTorch build"), evaluated alone:
-    the rest of that task needs the whole inventory."""
+# recording: nvidia-smi's exit status with it
+DECISION_CASES = {
+    "list-2xGPU-570.86.15": 0,
+    "list-2xQuadroRTX4000-535.129.03": 0,
+    "error-version-mismatch-550.144": 18,
+}
+
+
+@pytest.fixture(scope="module")
+def python_env_decision(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The role's own `__has_gpu` expression (preflight.yml, "Decide the PyTorch build"), evaluated alone
+    (the rest of that task needs the whole inventory), for each recording above in one ansible-playbook run
+    (run_cases: the task runs alone, its inputs are all it reads)."""
     decide = role_task("python_env", "preflight.yml", "Decide the PyTorch build")
     show = {
         "name": "Show the decision",
         "ansible.builtin.debug": {"msg": "has_gpu={{ __has_gpu | trim }}"},
         "vars": {"__has_gpu": decide["vars"]["__has_gpu"]},
     }
-    extra = {
-        "__python_env_pci_gpus": {"stdout": "0"},  # no GPU on the PCI bus: the decision is nvidia-smi's
-        "__python_env_smi": {"rc": smi_rc, "stdout": smi_stdout},
+    cases = {
+        recording: {
+            "__python_env_pci_gpus": {"stdout": "0"},  # no GPU on the PCI bus: the decision is nvidia-smi's
+            "__python_env_smi": {"rc": rc, "stdout": (RECORDED / recording).read_text()},
+        }
+        for recording, rc in DECISION_CASES.items()
     }
-    proc = run_play(tmp_path, [show], extra)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    found = re.search(r"has_gpu=(\w+)", proc.stdout)
-    assert found is not None
-    return found[1]
+    decisions = {}
+    for recording, result in run_cases(tmp_path_factory.mktemp("decide"), [show], cases).items():
+        assert not result.failed, result.output[-3000:]
+        found = re.search(r"has_gpu=(\w+)", result.output)
+        assert found is not None, result.output[-3000:]
+        decisions[recording] = found[1]
+    return decisions
 
 
 @pytest.mark.parametrize("recording", ["list-2xGPU-570.86.15", "list-2xQuadroRTX4000-535.129.03"])
-def test_python_env_sees_the_gpus_of_a_recorded_list(tmp_path: Path, recording: str) -> None:
-    assert python_env_decision(tmp_path, (RECORDED / recording).read_text(), 0) == "True"
+def test_python_env_sees_the_gpus_of_a_recorded_list(
+    python_env_decision: dict[str, str], recording: str
+) -> None:
+    assert python_env_decision[recording] == "True"
 
 
-def test_python_env_sees_no_gpu_where_nvidia_smi_fails(tmp_path: Path) -> None:
-    mismatch = (RECORDED / "error-version-mismatch-550.144").read_text()
-    assert python_env_decision(tmp_path, mismatch, 18) == "False"
+def test_python_env_sees_no_gpu_where_nvidia_smi_fails(python_env_decision: dict[str, str]) -> None:
+    assert python_env_decision["error-version-mismatch-550.144"] == "False"
 
 
 @pytest.mark.parametrize(
