@@ -5,9 +5,10 @@ tasks run here on localhost with the verify steps' registered results as recorde
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from tests.unit.roles.local_play import role_task, run_play
+import pytest
+
+from tests.unit.roles.local_play import role_task, run_cases
 
 # What the verify steps registered on a Debian 12 host (shapes of dpkg-query's and the probe's output).
 READ_BACK = {
@@ -35,26 +36,33 @@ PUBLISH = [
 ]
 
 
-def published(tmp_path: Path, **extra: object) -> dict[str, str]:
-    out = tmp_path / "verified.json"
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    """gpuprov_verified after the publish tasks, with no driver module loaded and with one loaded: both in
+    one ansible-playbook run (run_cases: the tasks run alone, no role file is loaded)."""
+    tmp_path = tmp_path_factory.mktemp("verified")
     tasks = [
         {"ansible.builtin.setup": {"gather_subset": ["min"]}},
         *PUBLISH,
         {
             "ansible.builtin.copy": {
                 "content": "{{ gpuprov_verified | to_json }}",
-                "dest": str(out),
+                "dest": f"{tmp_path}/{{{{ inventory_hostname }}}}.json",
                 "mode": "0644",
             }
         },
     ]
-    proc = run_play(tmp_path, tasks, {**READ_BACK, **extra})
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    return dict(json.loads(out.read_text()))
+    cases = {
+        "unloaded": {**READ_BACK, "__nvidia_driver_loaded_version": "none"},
+        "loaded": {**READ_BACK, "__nvidia_driver_loaded_version": "535.216.03"},
+    }
+    for name, result in run_cases(tmp_path, tasks, cases).items():
+        assert not result.failed, (name, result.output[-3000:])
+    return {name: dict(json.loads((tmp_path / f"{name}.json").read_text())) for name in cases}
 
 
-def test_each_role_publishes_what_it_read_back(tmp_path: Path) -> None:
-    assert published(tmp_path, __nvidia_driver_loaded_version="none") == {
+def test_each_role_publishes_what_it_read_back(published: dict[str, dict[str, str]]) -> None:
+    assert published["unloaded"] == {
         "driver": "550.127.08",  # no module loaded: the installed package
         "cuda": "12.4.1",
         "cudnn": "9.5.1.17",
@@ -64,6 +72,6 @@ def test_each_role_publishes_what_it_read_back(tmp_path: Path) -> None:
     }
 
 
-def test_the_loaded_driver_wins_over_the_package(tmp_path: Path) -> None:
+def test_the_loaded_driver_wins_over_the_package(published: dict[str, dict[str, str]]) -> None:
     """A host whose module is loaded (GPU present) runs that version: reboot pending shows the old one."""
-    assert published(tmp_path, __nvidia_driver_loaded_version="535.216.03")["driver"] == "535.216.03"
+    assert published["loaded"]["driver"] == "535.216.03"
