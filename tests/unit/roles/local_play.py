@@ -1,5 +1,6 @@
-"""Run a role's tasks on this machine with real ansible-playbook (`-c local`), their inputs given as extra
-variables, so a test can check what the tasks decide without a host."""
+"""Run a role's tasks on this machine with real ansible-playbook (`-c local`), so a test can check what the
+tasks decide without a host: run_play once per case, its inputs given as extra variables; run_cases for many
+cases in one run, each a local host of its own with its inputs as host variables."""
 
 from __future__ import annotations
 
@@ -72,10 +73,13 @@ def run_cases(
     cases: dict[str, dict[str, Any]],
     *,
     paths: dict[str, str] | None = None,
+    play_vars: dict[str, Any] | None = None,
 ) -> dict[str, CaseResult]:
     """TASKS for several cases in one ansible-playbook run: each case is a host of its own (a local
     connection) whose host variables are the case's inputs, so one Ansible start serves them all and each
     fails or passes alone. paths: a case's PATH (e.g. a fake tool first), given as the play's environment.
+    play_vars: what every case shares, as the play's variables (they rank above host variables: a case's
+    inputs must not be among them).
 
     Host variables rank below a role's vars/ and its set_fact, where run_play's extra variables rank above
     everything: use it for tasks whose inputs no role file or earlier task sets."""
@@ -98,6 +102,9 @@ def run_cases(
         "environment": {"PATH": "{{ gpuprov_test_path }}"},
         "tasks": tasks,
     }
+    if play_vars:
+        assert not {name for inputs in cases.values() for name in inputs} & set(play_vars)
+        play["vars"] = play_vars
     playbook = tmp_path / "play.yml"
     playbook.write_text(yaml.safe_dump([play], sort_keys=False))
     variables = {"ansible_python_interpreter": sys.executable, "nvidia_repository_pending": False}
@@ -120,8 +127,8 @@ def run_cases(
         started = _RESULT_LINE.match(line)
         if started:
             host = started[1] if started[1] in cases else None
-        elif not line.strip() or line.startswith(("TASK [", "PLAY [", "PLAY RECAP")):
-            host = None
+        elif not line.strip() or line.startswith(("TASK [", "PLAY [", "PLAY RECAP", "[")):
+            host = None  # [ERROR] / [WARNING]: may name another host; its own result line repeats the msg
         if host is not None:
             lines[host].append(line)
     assert set(failed) == set(cases), proc.stdout[-3000:] + proc.stderr[-3000:]
