@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
+import torch  # type: ignore[import-not-found]
 from torch import nn
 
 NUM_CLASSES = 1000

@@ -28,11 +28,11 @@ import sys
 import time
 from typing import Any
 
-import torch
-import torch.distributed as dist
+import torch  # type: ignore[import-not-found]
+import torch.distributed as dist  # type: ignore[import-not-found]
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, Dataset
+from torch.nn.parallel import DistributedDataParallel  # type: ignore[import-not-found]
+from torch.utils.data import DataLoader, Dataset  # type: ignore[import-not-found]
 
 if __package__:
     from . import models
