@@ -68,13 +68,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def pin_cpu_threads(local_rank: int, local_world: int) -> int:
-    """Give each process on a host its own share of the CPUs (affinity, torch threads); return its size."""
+    """Pin each process on a host to its own share of the CPUs, with one torch thread; return the threads.
+
+    One thread: a smoke run measures nothing, and OpenMP threads spinning on cores that other processes
+    share (a sandbox's containers) slowed a step 40-fold on the 2-core build machine.
+    """
     cpus = sorted(os.sched_getaffinity(0))
     share = max(1, len(cpus) // local_world)
     mine = cpus[local_rank * share : (local_rank + 1) * share] or [cpus[local_rank % len(cpus)]]
     os.sched_setaffinity(0, mine)
-    torch.set_num_threads(len(mine))
-    return len(mine)
+    torch.set_num_threads(1)
+    return 1
 
 
 class HostImages(Dataset[tuple[torch.Tensor, torch.Tensor]]):
