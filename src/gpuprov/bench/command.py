@@ -80,7 +80,11 @@ def bench(
         as_json=as_json,
         out=out,
     )
-    runs = run.run_all(opts)
+    if opts.as_json:  # stdout is the JSON alone; the jobs' lines go to stderr
+        with console.job_lines_on_stderr():
+            runs = run.run_all(opts)
+    else:
+        runs = run.run_all(opts)
     doc = report.document(runs)
     if opts.as_json:
         console.result(json.dumps(doc, indent=2))

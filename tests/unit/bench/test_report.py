@@ -112,3 +112,14 @@ def test_files_json_and_csv(tmp_path: Path) -> None:
     assert float(rows[1]["speedup"]) == pytest.approx(9.0 / 6.0)
     assert float(rows[1]["efficiency"]) == pytest.approx(0.75)
     assert rows[1]["model"] == "resnet50" and rows[1]["job_id"] == "j2"
+
+
+def test_job_lines_leave_stdout_to_the_json(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuprov import console
+
+    with console.job_lines_on_stderr():
+        console.job_line("node1/0 ", "window 1/2: 5.0 img/s", "white")
+    console.job_line("node1/0 ", "after", "white")
+    captured = capsys.readouterr()
+    assert "window 1/2" in captured.err and "window 1/2" not in captured.out
+    assert "after" in captured.out
