@@ -92,6 +92,10 @@ from gpuprov.launch import commands as launch_commands  # noqa: E402
 for _command in launch_commands.COMMANDS:
     cli.add_command(_command)
 
+from gpuprov.bench.command import bench as bench_command  # noqa: E402
+
+cli.add_command(bench_command)
+
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: turn every expected failure into one line and an exit code."""

@@ -6,9 +6,11 @@ which keeps gpuprov usable in shell pipelines.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import re
 import unicodedata
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from rich.console import Console, RenderableType
@@ -104,9 +106,23 @@ def error(text: str) -> None:
     _err.print(f"[bold red]error:[/] {escape(one_line(text))}")
 
 
+_job_console = _out
+
+
+@contextlib.contextmanager
+def job_lines_on_stderr() -> Iterator[None]:
+    """Jobs' lines go to stderr meanwhile: stdout keeps only a command's result (`bench --json`)."""
+    global _job_console
+    _job_console = _err
+    try:
+        yield
+    finally:
+        _job_console = _out
+
+
 def job_line(prefix: str, text: str, color: str) -> None:
     """One line of a job's output on stdout, prefixed 'host/rank |' (in the host's colour on a TTY)."""
-    _out.print(f"[{color}]{escape(prefix)} |[/] {escape(text)}", highlight=False, markup=True)
+    _job_console.print(f"[{color}]{escape(prefix)} |[/] {escape(text)}", highlight=False, markup=True)
 
 
 def table(title: str, columns: list[str], rows: list[list[str]]) -> None:

@@ -1,0 +1,110 @@
+"""Run node.py through `gpuprov launch` once per rung of the ladder, and read each run's result.
+
+Every run is an ordinary launch job (preflight, push, live logs, fail-fast teardown, a job record); rank 0
+prints its result as one marked line, which this reads back from the master host's job log.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuprov import console, hosts
+from gpuprov.errors import GpuprovError
+from gpuprov.launch import flow, jobs, selection
+from gpuprov.launch.options import LaunchOptions, Nproc
+
+from .options import BenchOptions
+
+# The marker node.py prints its result after (node.RESULT_MARKER; node.py needs torch, so not imported).
+RESULT_MARKER = "GPUPROV_BENCH_RESULT "
+PROGRAM = ("node.py", "models.py")  # what a node needs beside torch
+
+
+@dataclass(frozen=True)
+class RunResult:
+    label: str
+    nodes: int
+    job_id: str
+    result: dict[str, Any]  # node.py's JSON
+
+    @property
+    def processes(self) -> int:
+        return int(self.result["world_size"])
+
+
+def select_hosts(opts: BenchOptions) -> tuple[Path, list[hosts.Host]]:
+    """The inventory and the hosts; BadInput (unknown host, --nodes past the inventory) before any SSH."""
+    path = selection.inventory_path(opts.inventory)
+    return path, selection.select(hosts.load(path), opts.nodes, opts.hosts)
+
+
+def stage_program(into: Path) -> Path:
+    """Copy the on-node program into a directory to push as the job's --workdir; return node.py's path."""
+    here = Path(__file__).parent
+    for name in PROGRAM:
+        shutil.copyfile(here / name, into / name)
+    return into / "node.py"
+
+
+def read_result(job_id: str, master: str) -> dict[str, Any]:
+    """Rank 0's result line from the master's log of the job (the last one, should a rank restart)."""
+    log = jobs.load(job_id).log_path(master)
+    found = None
+    with log.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            at = line.find(RESULT_MARKER)
+            if at >= 0:
+                found = line[at + len(RESULT_MARKER) :]
+    if found is None:
+        raise GpuprovError(f"job {job_id} ended without a result line from rank 0 (log: {log})")
+    try:
+        data = json.loads(found)
+    except ValueError:
+        raise GpuprovError(f"job {job_id}: rank 0's result line is not JSON (log: {log})") from None
+    if not isinstance(data, dict):
+        raise GpuprovError(f"job {job_id}: rank 0's result line is not a JSON object (log: {log})")
+    return data
+
+
+def one_run(
+    opts: BenchOptions, inventory: Path, script: Path, names: list[str], nproc: Nproc, label: str
+) -> RunResult:
+    console.step(f"bench: {label} on {', '.join(names)}")
+    launch_opts = LaunchOptions(
+        script=script,
+        script_args=tuple(opts.node_args()),
+        inventory=inventory,
+        hosts=tuple(names),
+        nproc=nproc,
+        workdir=script.parent,
+    )
+    job_id = flow.launch(launch_opts)
+    return RunResult(label, len(names), job_id, read_result(job_id, names[0]))
+
+
+def _gpus(result: dict[str, Any]) -> int:
+    return int(result["hosts"][0].get("gpu_count") or 0) if result.get("hosts") else 0
+
+
+def run_all(opts: BenchOptions) -> list[RunResult]:
+    """The runs: the selected hosts once, or with --scaling 1 GPU, 1 node, then 2..N nodes."""
+    inventory, selected = select_hosts(opts)
+    names = [h.name for h in selected]
+    with tempfile.TemporaryDirectory(prefix="gpuprov-bench-") as tmp:
+        script = stage_program(Path(tmp))
+        if not opts.scaling:
+            label = f"{len(names)} node{'s' if len(names) > 1 else ''}"
+            return [one_run(opts, inventory, script, names, Nproc("auto"), label)]
+        first = one_run(opts, inventory, script, names[:1], Nproc("count", 1), "1 process")
+        gpus = _gpus(first.result)
+        runs = [RunResult("1 GPU" if gpus else "1 process (CPU)", 1, first.job_id, first.result)]
+        if gpus > 1:  # without GPUs (one process per host) or with one GPU, this is the run above
+            runs.append(one_run(opts, inventory, script, names[:1], Nproc("auto"), f"1 node ({gpus} GPUs)"))
+        for count in range(2, len(names) + 1):
+            runs.append(one_run(opts, inventory, script, names[:count], Nproc("auto"), f"{count} nodes"))
+        return runs
