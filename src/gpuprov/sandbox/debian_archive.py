@@ -26,6 +26,7 @@ from gpuprov.errors import EnvironmentProblem
 # them and their whole dependency closure, so it does not depend on what a node image happens to contain.
 PACKAGES: tuple[str, ...] = ("slurmctld", "slurmd", "slurm-client", "munge")
 REPO_DIR = "debian"
+PURPOSE = "copying Debian packages for the sandbox"
 SUITE = "bookworm"
 ORIGIN = "Debian"
 LABEL = "Debian"
@@ -58,11 +59,11 @@ def _apt(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess
     try:
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     except OSError as exc:
-        raise EnvironmentProblem(f"copying Debian packages for the sandbox: cannot run {cmd[0]}: {exc}") from None
+        raise EnvironmentProblem(f"{PURPOSE}: cannot run {cmd[0]}: {exc}") from None
     if proc.returncode != 0:
         last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
         raise EnvironmentProblem(
-            f"copying Debian packages for the sandbox: '{' '.join(cmd[:2])}' failed: {last} "
+            f"{PURPOSE}: '{' '.join(cmd[:2])}' failed: {last} "
             "(this machine needs Debian 12's archive in its apt sources and `apt-get update` done)"
         )
     return proc

@@ -187,8 +187,8 @@ def content_hash(
 
 
 def builder_sources() -> list[tuple[str, Path]]:
-    """This module, rpm_modules, debian_archive and every file of the stand-ins package (its modules, the programs they
-    install)."""
+    """This module, rpm_modules, debian_archive and every file of the stand-ins package (its modules, the
+    programs they install)."""
     files = sorted(p for p in STANDINS_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     return [
         ("mirror.py", Path(__file__)),
