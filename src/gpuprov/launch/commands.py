@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gpuprov.launch import control, flow, options, sbatch
+from gpuprov.launch import control, flow, options, sbatch, slurm
 from gpuprov.launch import jobs as job_records
 
 _GIVEN_ARGS = "gpuprov.launch.given_args"
@@ -97,6 +97,14 @@ class _LaunchCommand(click.Command):
     metavar="FILE",
     help="Write an sbatch script for the same job; start nothing.",
 )
+@click.option(
+    "--scheduler",
+    type=click.Choice(options.SCHEDULERS),
+    default="ssh",
+    show_default=True,
+    help="ssh: gpuprov starts torchrun on each host; slurm: submit with sbatch on the inventory's "
+    "[slurm_controller] (srun + torchrun).",
+)
 @click.argument("script")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def launch(
@@ -117,6 +125,7 @@ def launch(
     detach: bool,
     dry_run: bool,
     emit_sbatch: str | None,
+    scheduler: str,
     script: str,
     script_args: tuple[str, ...],
 ) -> None:
@@ -148,10 +157,14 @@ def launch(
         emit_sbatch=emit_sbatch,
         template=template,
         grace_s=grace_s,
+        scheduler=scheduler,
     )
+    given: list[str] = click.get_current_context().meta[_GIVEN_ARGS]
     if opts.emit_sbatch is not None:
-        given: list[str] = click.get_current_context().meta[_GIVEN_ARGS]
         sbatch.write(opts, given)
+        return
+    if opts.scheduler == "slurm":
+        slurm.launch(opts, given)
         return
     flow.launch(opts)
 
