@@ -493,6 +493,10 @@ def show_logs(job: jobs.Job, follow: bool) -> None:
 def stop(job: jobs.Job) -> None:
     """scancel; recorded as stopped once Slurm says nothing of it runs."""
     assert job.slurm_job_id is not None
+    job, _ = refresh(job)
+    if job.state in jobs.FINAL_STATES:
+        console.info(f"Job {job.id} (Slurm job {job.slurm_job_id}) has already ended: {job.state}")
+        return
     job.mark(jobs.STOPPING)
     with _connected(_controller(job)) as ctl:
         state = cancel(job, ctl)
