@@ -49,8 +49,14 @@ _name_option = click.option(
     help="Node OS: debian12, ubuntu22.04 or rocky9; a comma list assigns them to nodes in turn "
     "[default: debian12].",
 )
+@click.option(
+    "--slurm",
+    is_flag=True,
+    help="Write the inventory for a Slurm cluster: node1 runs slurmctld, every node slurmd "
+    "(debian12 nodes only; give it on every `sandbox up` of this sandbox).",
+)
 @_name_option
-def sandbox_up(nodes: int | None, os_list: str | None, name: str) -> None:
+def sandbox_up(nodes: int | None, os_list: str | None, name: str, slurm: bool) -> None:
     """Start a sandbox (or add nodes to it) and write its inventory."""
     parsed_os = spec.parse_os_list(os_list) if os_list is not None else None
     spec.validate_name(name)
@@ -58,7 +64,7 @@ def sandbox_up(nodes: int | None, os_list: str | None, name: str) -> None:
         spec.validate_node_count(nodes)
     from gpuprov.sandbox import cluster
 
-    cluster.up(name, nodes, parsed_os)
+    cluster.up(name, nodes, parsed_os, slurm=slurm)
 
 
 @sandbox.command("down")

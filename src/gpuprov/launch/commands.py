@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import click
 
+<<<<<<< HEAD
+=======
+from gpuprov.launch import control, flow, options, sbatch, slurm
+>>>>>>> slurm
 from gpuprov.launch import jobs as job_records
 from gpuprov.launch import options
 
@@ -101,6 +105,14 @@ class _LaunchCommand(click.Command):
     metavar="FILE",
     help="Write an sbatch script for the same job; start nothing.",
 )
+@click.option(
+    "--scheduler",
+    type=click.Choice(options.SCHEDULERS),
+    default="ssh",
+    show_default=True,
+    help="ssh: gpuprov starts torchrun on each host; slurm: submit with sbatch on the inventory's "
+    "[slurm_controller] (srun + torchrun).",
+)
 @click.argument("script")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def launch(
@@ -121,6 +133,7 @@ def launch(
     detach: bool,
     dry_run: bool,
     emit_sbatch: str | None,
+    scheduler: str,
     script: str,
     script_args: tuple[str, ...],
 ) -> None:
@@ -152,8 +165,11 @@ def launch(
         emit_sbatch=emit_sbatch,
         template=template,
         grace_s=grace_s,
+        scheduler=scheduler,
     )
+    given: list[str] = click.get_current_context().meta[_GIVEN_ARGS]
     if opts.emit_sbatch is not None:
+<<<<<<< HEAD
         from gpuprov.launch import sbatch
 
         given: list[str] = click.get_current_context().meta[_GIVEN_ARGS]
@@ -161,6 +177,13 @@ def launch(
         return
     from gpuprov.launch import flow
 
+=======
+        sbatch.write(opts, given)
+        return
+    if opts.scheduler == "slurm":
+        slurm.launch(opts, given)
+        return
+>>>>>>> slurm
     flow.launch(opts)
 
 

@@ -10,7 +10,7 @@ import paramiko
 
 from gpuprov import console, hosts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
-from gpuprov.launch import jobs, remote, stopping, stream
+from gpuprov.launch import jobs, remote, slurm, stopping, stream
 from gpuprov.launch.attached import AttachedJob
 
 
@@ -95,10 +95,10 @@ def list_jobs() -> None:
     rows = []
     found, damaged = jobs.all_jobs()
     for job in found:
-        job = refresh(job)
+        job, state = slurm.refresh(job) if job.slurm_job_id else (refresh(job), "")
         codes = ", ".join(f"{h}={'-' if c is None else c}" for h, c in job.exit_codes.items()) or "-"
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job.created))
-        rows.append([job.id, ",".join(h.name for h in job.hosts), job.state, started, codes])
+        rows.append([job.id, ",".join(h.name for h in job.hosts), state or job.state, started, codes])
     # A damaged record is listed (and explained) rather than hidden: its job may still run somewhere.
     for record in damaged:
         console.warning(record.message)
@@ -114,6 +114,9 @@ def list_jobs() -> None:
 def show_logs(job_id: str, follow: bool) -> None:
     """`gpuprov logs JOB [-f]`: the hosts' logs (the local copies of an attached job that has ended)."""
     job = jobs.load(job_id)
+    if job.slurm_job_id:
+        slurm.show_logs(job, follow)
+        return
     names = [h.name for h in job.hosts]
     if not follow and job.state in jobs.FINAL_STATES and not job.detach:
         printer = stream.Printer(names, {})
@@ -161,6 +164,9 @@ def show_logs(job_id: str, follow: bool) -> None:
 def stop_job(job_id: str) -> None:
     """`gpuprov stop JOB`: stop it on every host; recorded as stopped once no process of it is left."""
     job = jobs.load(job_id)
+    if job.slurm_job_id:
+        slurm.stop(job)
+        return
     clients, problems = connect_all(job)
     try:
         # Recorded before any signal, so a client that sees the ranks exit from here on records `stopped`.

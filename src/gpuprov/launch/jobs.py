@@ -101,6 +101,9 @@ class Job:
     state: str = RUNNING
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     finished: float | None = None
+    # Jobs submitted with `launch --scheduler slurm`: Slurm's job id and the host that runs slurmctld.
+    slurm_job_id: str | None = None
+    slurm_controller: str | None = None
 
     @property
     def remote_dir(self) -> str:
@@ -219,7 +222,11 @@ _FIELD_CHECKS: dict[str, tuple[Any, str]] = {
         "is not a map of host to exit code",
     ),
     "finished": (lambda v: v is None or _is_number(v), "is not a time"),
+    "slurm_job_id": (lambda v: v is None or (_is_str(v) and v.isdigit()), "is not a Slurm job id"),
+    "slurm_controller": (lambda v: v is None or (_is_str(v) and hosts.is_host_name(v)), "is not a host name"),
 }
+# Fields later gpuprov versions added: a record written before them lacks them.
+_OPTIONAL_FIELDS = {"slurm_job_id": None, "slurm_controller": None}
 _HOST_CHECKS: dict[str, tuple[Any, str]] = {
     "name": (
         lambda v: _is_str(v) and hosts.is_host_name(v),
@@ -275,6 +282,7 @@ def _job_from(data: object, job_id: str) -> Job:
     hosts_data = data.pop("hosts")
     if not isinstance(hosts_data, list) or not hosts_data:
         raise ValueError("field 'hosts' is not a list of hosts")
+    data = {**_OPTIONAL_FIELDS, **data}
     _checked({k: v for k, v in data.items() if k != "id"}, _FIELD_CHECKS, "")
     job_hosts = []
     for index, host in enumerate(hosts_data):

@@ -43,6 +43,9 @@ class Nproc:
         return 1 if self.mode == "auto" else None
 
 
+SCHEDULERS = ("ssh", "slurm")
+
+
 @dataclass(frozen=True)
 class LaunchOptions:
     script: Path
@@ -63,6 +66,7 @@ class LaunchOptions:
     emit_sbatch: Path | None = None
     template: Path | None = None
     grace_s: float = DEFAULT_GRACE_S
+    scheduler: str = "ssh"  # "slurm": submitted to Slurm (gpuprov.launch.slurm)
 
 
 def parse_nproc(text: str) -> Nproc:
@@ -152,6 +156,7 @@ def build(
     emit_sbatch: str | None = None,
     template: str | None = None,
     grace_s: float | str = DEFAULT_GRACE_S,
+    scheduler: str = "ssh",
 ) -> LaunchOptions:
     """Check every option that needs no host; raise BadInput with one line for the first wrong one."""
     if nodes is not None and hosts is not None:
@@ -169,6 +174,8 @@ def build(
         raise BadInput(f"--max-file-mb {max_file_mb} is not valid: give 1 or more")
     if detach and dry_run:
         raise BadInput("--detach and --dry-run exclude each other")
+    if scheduler not in SCHEDULERS:
+        raise BadInput(f"--scheduler {scheduler!r} is not valid: choose {' or '.join(SCHEDULERS)}")
 
     work = None
     if workdir is not None:
@@ -223,6 +230,7 @@ def build(
         emit_sbatch=sbatch_path,
         template=template_path,
         grace_s=grace,
+        scheduler=scheduler,
     )
 
 

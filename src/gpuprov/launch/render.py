@@ -134,6 +134,8 @@ class SbatchJob:
     env: dict[str, str]
     launch_args: str
     file_name: str
+    # True: workdir is relative to the directory sbatch is run in (gpuprov launch --scheduler slurm).
+    workdir_relative: bool = False
 
 
 def sbatch_script(job: SbatchJob) -> str:
@@ -141,4 +143,6 @@ def sbatch_script(job: SbatchJob) -> str:
     fields = {name: getattr(job, name) for name in job.__dataclass_fields__}
     # 'gpu' and 'auto': one process per GPU Slurm gave the node (1 without GPUs).
     fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else '"${SLURM_GPUS_ON_NODE:-1}"'
+    quoted = shlex.quote(job.workdir)
+    fields["workdir_expr"] = f'"$SLURM_SUBMIT_DIR"/{quoted}' if job.workdir_relative else quoted
     return load(None, SBATCH_TEMPLATE).render(**fields)

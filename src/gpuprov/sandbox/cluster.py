@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gpuprov import console, hosts, interrupts, paths, ssh
 from gpuprov.errors import BadInput, Conflict, GpuprovError
-from gpuprov.sandbox import docker, images, inventory, keys, mirror
+from gpuprov.sandbox import debian_archive, docker, images, inventory, keys, mirror
 from gpuprov.sandbox.spec import validate_name, validate_node_count
 
 LABEL = "gpuprov.sandbox"
@@ -86,6 +86,19 @@ def network_name(sandbox: str) -> str:
 
 def mirror_container_name(sandbox: str) -> str:
     return f"gpuprov-{sandbox}-mirror"
+
+
+# ----- input ----------------------------------------------------------------------------------------
+
+
+def validate_slurm_oses(os_names: list[str]) -> None:
+    """Only the debian12 nodes can install real Slurm (the mirror's copy of Debian's packages)."""
+    others = sorted({name for name in os_names if name not in debian_archive.NODE_OSES})
+    if others:
+        raise BadInput(
+            f"--slurm needs debian12 nodes only, and this sandbox would have {', '.join(others)} "
+            "(the Ubuntu and Rocky stand-ins cannot get real Slurm packages here); use --os debian12"
+        )
 
 
 # ----- what exists ----------------------------------------------------------------------------------
@@ -222,8 +235,9 @@ class _Rollback:
             shutil.rmtree(self.state_dir, ignore_errors=True)
 
 
-def up(sandbox: str, nodes: int | None, os_list: list[str] | None) -> Path:
-    """Start (or extend) the sandbox and return the path of its inventory."""
+def up(sandbox: str, nodes: int | None, os_list: list[str] | None, slurm: bool = False) -> Path:
+    """Start (or extend) the sandbox and return the path of its inventory; slurm=True writes it for a
+    Slurm cluster (see inventory.render)."""
     validate_name(sandbox)
     if nodes is not None:
         validate_node_count(nodes)
@@ -231,6 +245,8 @@ def up(sandbox: str, nodes: int | None, os_list: list[str] | None) -> Path:
     docker.ensure_engine()
     current = existing_nodes(sandbox)
     the_plan = plan(sandbox, current, nodes, os_list)
+    if slurm:
+        validate_slurm_oses([*(n.os_name for n in the_plan.keep), *(os_name for _, os_name in the_plan.add)])
     for index, _ in the_plan.add:
         _refuse_foreign(sandbox, "container", container_name(sandbox, f"node{index}"))
     _refuse_foreign(sandbox, "network", network_name(sandbox))
@@ -251,7 +267,7 @@ def up(sandbox: str, nodes: int | None, os_list: list[str] | None) -> Path:
     rollback = _Rollback(sandbox, new_sandbox=not current and not files.root.exists(), state_dir=files.root)
     try:
         with interrupts.deferred():
-            _bring_up(sandbox, the_plan, files, image_refs, content, rollback)
+            _bring_up(sandbox, the_plan, files, image_refs, content, rollback, slurm)
     except BaseException:
         console.warning(f"sandbox {sandbox!r} did not come up; removing what this run created")
         with interrupts.shielded(), contextlib.suppress(GpuprovError):
@@ -270,6 +286,7 @@ def _bring_up(
     image_refs: dict[str, str],
     content: mirror.MirrorContent,
     rollback: _Rollback,
+    slurm: bool,
 ) -> None:
     client = keys.load_or_create_client_key(files.client_key, f"gpuprov-sandbox-{sandbox}")
 
@@ -288,7 +305,7 @@ def _bring_up(
 
     def create(item: tuple[int, str]) -> None:
         index, os_name = item
-        _create_node(sandbox, index, os_name, image_refs[os_name], client, files, rollback)
+        _create_node(sandbox, index, os_name, image_refs[os_name], client, files, rollback, content)
 
     ssh.values(ssh.fan_out(the_plan.add, create, max_parallel=8))
     for node in the_plan.keep:
@@ -315,6 +332,7 @@ def _bring_up(
         known_hosts=files.known_hosts,
         mirror_url=f"http://{mirror_address}",
         mirror_key_fingerprint=content.key_fingerprint,
+        slurm=slurm,
     )
     entries = [inventory.NodeEntry(n.name, addresses[n.name], n.os_name) for n in all_nodes]
     inventory.write_atomic(files.lock, inventory.render_lock())
@@ -366,6 +384,7 @@ def _create_node(
     client: keys.KeyPair,
     files: SandboxFiles,
     rollback: _Rollback,
+    content: mirror.MirrorContent,
 ) -> None:
     node = f"node{index}"
     name = container_name(sandbox, node)
@@ -377,14 +396,21 @@ def _create_node(
         "--network", network_name(sandbox), *images.RUN_ARGS, image,
     )  # fmt: skip
     host_key = keys.generate(f"root@{node}")
-    docker.run("cp", "-a", "-", f"{name}:/", input=_node_files_tar(host_key, client))
+    extra: dict[str, bytes] = {}
+    if os_name in debian_archive.NODE_OSES:
+        extra[debian_archive.NODE_SOURCE_FILE] = debian_archive.node_source().encode()
+        extra[debian_archive.NODE_KEY_FILE] = (content.root / mirror.KEY_FILE).read_bytes()
+    docker.run("cp", "-a", "-", f"{name}:/", input=_node_files_tar(host_key, client, extra))
     files.host_key_pub(node).parent.mkdir(parents=True, exist_ok=True)
     files.host_key_pub(node).write_text(keys.public_key_fields(host_key.public_openssh) + "\n")
     docker.run("start", name)
 
 
-def _node_files_tar(host_key: keys.KeyPair, client: keys.KeyPair) -> bytes:
-    """A tar of the per-node secrets, extracted into the container before it first boots."""
+def _node_files_tar(
+    host_key: keys.KeyPair, client: keys.KeyPair, extra: dict[str, bytes] | None = None
+) -> bytes:
+    """A tar of the per-node secrets (and extra files, 0644 root), extracted into the container before it
+    first boots."""
     buf = io.BytesIO()
     now = time.time()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -403,6 +429,8 @@ def _node_files_tar(host_key: keys.KeyPair, client: keys.KeyPair) -> bytes:
         add("etc/ssh/ssh_host_ed25519_key.pub", (host_key.public_openssh + "\n").encode(), 0o644)
         add(f"home/{USER}/.ssh", None, 0o700, USER_UID)
         add(f"home/{USER}/.ssh/authorized_keys", (client.public_openssh + "\n").encode(), 0o600, USER_UID)
+        for path, data in (extra or {}).items():
+            add(path, data, 0o644)
     return buf.getvalue()
 
 

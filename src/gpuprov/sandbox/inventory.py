@@ -29,6 +29,7 @@ class InventoryContext:
     known_hosts: Path
     mirror_url: str
     mirror_key_fingerprint: str
+    slurm: bool = False
 
 
 def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
@@ -79,6 +80,18 @@ def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
         f"python_env_conda_installer_sha256={standins.conda_installer_sha256()}",
         "",
     ]
+    if ctx.slurm and nodes:
+        lines += [
+            "# `gpuprov sandbox up --slurm`: the first node runs slurmctld; every node runs slurmd. The",
+            "# containers' cgroups are read-only, so the slurm role uses its container-safe settings.",
+            "[slurm_controller]",
+            nodes[0].name,
+            "",
+            "[all:vars]",
+            "slurm_container_safe=true",
+            "slurm_allow_no_gpu=true",
+            "",
+        ]
     return "\n".join(lines)
 
 

@@ -9,6 +9,8 @@ HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points
     keys/gpuprov-sandbox.asc                                          the same key
     pypi/simple/, pypi/wheels/                                        PEP 503 index: CPU torch, its deps, uv
     conda/Miniforge3-*.sh                                             stand-in Miniforge installer (+ .sha256)
+    debian/                                                           real Debian 12 packages (Slurm, munge),
+                                                                      flat apt repository, signed
 
 The packages are the stand-ins of gpuprov.sandbox.standins. Each repository holds the CUDA toolkits that
 NVIDIA's repository of its name carries (section os_repositories of gpuprov's compatibility table,
@@ -41,7 +43,7 @@ from pathlib import Path
 
 from gpuprov import console, hosttools, lock, paths
 from gpuprov.errors import EnvironmentProblem, GpuprovError
-from gpuprov.sandbox import docker, rpm_modules, standins
+from gpuprov.sandbox import debian_archive, docker, rpm_modules, standins
 from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Format, Package, Pin
 from gpuprov.sandbox.standins.keyring import cuda_keyring
 
@@ -185,12 +187,13 @@ def content_hash(
 
 
 def builder_sources() -> list[tuple[str, Path]]:
-    """This module, rpm_modules and every file of the stand-ins package (its modules, the programs they
-    install)."""
+    """This module, rpm_modules, debian_archive and every file of the stand-ins package (its modules, the
+    programs they install)."""
     files = sorted(p for p in STANDINS_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     return [
         ("mirror.py", Path(__file__)),
         ("rpm_modules.py", Path(rpm_modules.__file__)),
+        ("debian_archive.py", Path(debian_archive.__file__)),
         *((f"standins/{p.relative_to(STANDINS_DIR).as_posix()}", p) for p in files),
     ]
 
@@ -237,6 +240,7 @@ def _build(
             download = downloader.submit(_wheelhouse, wheels, cache) if wheels else None
             _build_repositories(catalogue, repositories, work / "staging", out, key)
             _write_conda(out / "conda")
+            _write_debian(out / debian_archive.REPO_DIR, work / "debian-debs", key)
             if download is not None:
                 _write_pypi(out / "pypi", download.result())
         shutil.rmtree(work / "staging")
@@ -671,20 +675,27 @@ def _link_all(files: Sequence[Path], directory: Path) -> None:
             shutil.copy2(f, directory / f.name)
 
 
-def _apt_repository(repo_dir: Path, codename: str, debs: Sequence[Path], key: SigningKey) -> None:
-    """A flat, signed apt repository: `deb [signed-by=...] http://MIRROR/cuda/repos/<codename>/x86_64/ /`."""
+def _apt_repository(
+    repo_dir: Path,
+    codename: str,
+    debs: Sequence[Path],
+    key: SigningKey,
+    origin: tuple[str, str, str] = (APT_ORIGIN, APT_LABEL, APT_DESCRIPTION),
+) -> None:
+    """A flat, signed apt repository: `deb [signed-by=...] http://MIRROR/cuda/repos/<codename>/x86_64/ /`;
+    origin is the Release's (Origin, Label, Description)."""
     _link_all(debs, repo_dir)
     packages = _run(["apt-ftparchive", "packages", "."], cwd=repo_dir).stdout
     (repo_dir / "Packages").write_text(packages)
     with gzip.GzipFile(repo_dir / "Packages.gz", "wb", mtime=0) as compressed:
         compressed.write(packages.encode())
     release_fields = {
-        "Origin": APT_ORIGIN,
-        "Label": APT_LABEL,
+        "Origin": origin[0],
+        "Label": origin[1],
         "Suite": codename,
         "Codename": codename,
         "Architectures": "amd64",
-        "Description": APT_DESCRIPTION,
+        "Description": origin[2],
     }
     options = [f"-oAPT::FTPArchive::Release::{name}={value}" for name, value in release_fields.items()]
     # Captured, then written: apt-ftparchive would otherwise list a half-written Release in itself.
@@ -708,6 +719,17 @@ def _rpm_repository(
     _run(["modifyrepo_c", "--mdtype", "modules", str(modules), str(repo_dir / "repodata")])
     repomd = repo_dir / "repodata" / "repomd.xml"
     _sign(key, "--armor", "--detach-sign", "--output", f"{repomd}.asc", str(repomd))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Debian's own packages
+
+
+def _write_debian(repo_dir: Path, downloads: Path, key: SigningKey) -> None:
+    """The real Debian packages of gpuprov.sandbox.debian_archive as a signed flat repository."""
+    debs = debian_archive.download(downloads)
+    origin = (debian_archive.ORIGIN, debian_archive.LABEL, debian_archive.DESCRIPTION)
+    _apt_repository(repo_dir, debian_archive.SUITE, debs, key, origin)
 
 
 # --------------------------------------------------------------------------------------------------------

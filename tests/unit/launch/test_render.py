@@ -102,7 +102,9 @@ def test_sbatch_content(tmp_path: Path) -> None:
     assert "#SBATCH --nodes=4" in text and "#SBATCH --ntasks-per-node=1" in text
     assert "srun --kill-on-bad-exit=1" in text
     assert '--nproc-per-node "${SLURM_GPUS_ON_NODE:-1}"' in text
-    assert '--rdzv-endpoint "$head_node:29600"' in text and "--rdzv-backend c10d" in text
+    assert '--rdzv-endpoint "$head_addr:29600"' in text and "--rdzv-backend c10d" in text
+    # The first node's address as Slurm has it (scontrol show node), never a fallback.
+    assert 'head_addr=$(scontrol show node "$head_node"' in text
     assert "export A='1 2'" in text
     assert f"--chdir={tmp_path}" in text
     assert text.rstrip().endswith("train.py --epochs 3")
