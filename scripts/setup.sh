@@ -25,6 +25,12 @@ if [ -n "$(missing_packages)" ]; then
   apt-get install -y -qq --no-install-recommends $(missing_packages) >/dev/null
 fi
 
+# Each sandbox node runs systemd, which takes several inotify instances; Debian's default of 128 per user
+# runs out at about a dozen nodes and new containers then exit at once with status 255 and no log.
+if [ "$(cat /proc/sys/fs/inotify/max_user_instances)" -lt 512 ] && [ "$(id -u)" -eq 0 ]; then
+  sysctl -q -w fs.inotify.max_user_instances=512
+fi
+
 if ! docker info >/dev/null 2>&1; then
   # No systemd on the build machine: start the engine directly, in its own session.
   echo "setup: starting the Docker engine (log: /var/log/dockerd.log)"

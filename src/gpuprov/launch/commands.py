@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import click
 
-<<<<<<< HEAD
-=======
-from gpuprov.launch import control, flow, options, sbatch, slurm
->>>>>>> slurm
 from gpuprov.launch import jobs as job_records
 from gpuprov.launch import options
 
@@ -169,21 +165,17 @@ def launch(
     )
     given: list[str] = click.get_current_context().meta[_GIVEN_ARGS]
     if opts.emit_sbatch is not None:
-<<<<<<< HEAD
         from gpuprov.launch import sbatch
 
-        given: list[str] = click.get_current_context().meta[_GIVEN_ARGS]
-        sbatch.write(opts, given)
-        return
-    from gpuprov.launch import flow
-
-=======
         sbatch.write(opts, given)
         return
     if opts.scheduler == "slurm":
+        from gpuprov.launch import slurm
+
         slurm.launch(opts, given)
         return
->>>>>>> slurm
+    from gpuprov.launch import flow
+
     flow.launch(opts)
 
 
