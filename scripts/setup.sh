@@ -26,7 +26,7 @@ if [ -n "$(missing_packages)" ]; then
 fi
 
 # Each sandbox node runs systemd, which takes several inotify instances; Debian's default of 128 per user
-# runs out at about a dozen nodes and new containers then exit at once with status 255 and no log.
+# ran out here with several sandboxes up (154 in use) and new containers then exited at once with status 255.
 if [ "$(cat /proc/sys/fs/inotify/max_user_instances)" -lt 512 ] && [ "$(id -u)" -eq 0 ]; then
   sysctl -q -w fs.inotify.max_user_instances=512
 fi
