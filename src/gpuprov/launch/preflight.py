@@ -12,6 +12,7 @@ import functools
 import json
 import re
 import secrets
+import shlex
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -64,7 +65,7 @@ class HostCheck:
     gpus: int = 0
     nproc: int = 0
     problems: list[Problem] = field(default_factory=list)
-    importing: tuple[paramiko.ChannelFile, paramiko.ChannelFile] | None = None  # stdout, stderr
+    importing: _Sections | None = None  # the host check's channel while its `import torch` runs
 
 
 @dataclass
@@ -162,80 +163,192 @@ def _check_host(host: hosts.Host) -> HostCheck:
     return check
 
 
+SECTION = "@@gpuprov "  # marks the sections of the host check's output (host_check_command)
+SMI_COMMAND = (
+    "command -v nvidia-smi >/dev/null || exit 100; nvidia-smi --query-gpu=index --format=csv,noheader"
+)
+_FACT_PYTHON_SED = r's/^[[:space:]]*"python":[[:space:]]*"\([^"\\]*\)".*$/\1/p'
+
+
+def host_check_command(given_python: str | None, count_gpus: bool) -> str:
+    """One shell command for every check of one host, so that a host costs one round trip.
+
+    Sections, each `@@gpuprov NAME` ... `@@gpuprov end RC`: fact (the python_env role's fact file), smi
+    (nvidia-smi's GPU list, when the inventory does not give gpuprov_gpu_count), then python (the env's
+    python it used: gpuprov_python, else the one the fact file names, else the default) and check
+    (probe.py check with that python: look's line at once, import's later when it is needed).
+    """
+    q = shlex.quote
+    lines = [
+        f"echo '{SECTION}fact'; cat {q(FACT_FILE)} 2>&1; r=$?; echo; echo \"{SECTION}end $r\"",
+    ]
+    if count_gpus:
+        lines.append(f"echo '{SECTION}smi'; ( {SMI_COMMAND} ) 2>&1; r=$?; echo \"{SECTION}end $r\"")
+    if given_python:
+        lines.append(f"py={q(given_python)}")
+    else:
+        lines.append(
+            f"py=$(sed -n {q(_FACT_PYTHON_SED)} {q(FACT_FILE)} 2>/dev/null | head -n 1); "
+            f'[ -n "$py" ] || py={q(DEFAULT_PYTHON)}'
+        )
+    lines.append(f'echo "{SECTION}python $py"')
+    look = remote.python_command("PYTHON", _probe_code(), "check").replace("PYTHON", '"$py"', 1)
+    lines.append(f"echo '{SECTION}check'; {look} 2>&1; r=$?; echo \"{SECTION}end $r\"")
+    return "\n".join(lines) + "\n"
+
+
+class _Sections:
+    """The host check's output, read section by section as it arrives on its channel."""
+
+    def __init__(self, channel: paramiko.Channel) -> None:
+        self.channel = channel
+        self._lines = channel.makefile("rb")
+
+    def _line(self) -> str | None:
+        raw = self._lines.readline()
+        return raw.decode(errors="replace").rstrip("\n") if raw else None
+
+    def section(self) -> tuple[str, str]:
+        """The next section's name and its first line ('' at the end of the output)."""
+        while (line := self._line()) is not None:
+            if line.startswith(SECTION):
+                return line[len(SECTION) :], ""
+        return "", ""
+
+    def until_end(self) -> tuple[list[str], int | None]:
+        """The section's lines up to its end marker, and its exit status (None: the output broke off)."""
+        lines: list[str] = []
+        while (line := self._line()) is not None:
+            if line.startswith(SECTION + "end "):
+                return lines, int(line.split()[-1])
+            lines.append(line)
+        return lines, None
+
+    def next_line(self) -> str | None:
+        """The section's next line (None at its end marker or at the end of the output)."""
+        line = self._line()
+        return None if line is None or line.startswith(SECTION + "end ") else line
+
+
 def _probe(check: HostCheck) -> None:
     assert check.client is not None
     host = check.host
-    fact_python = fact_nccl = None
-    fact = ssh.run(check.client, f"cat {FACT_FILE}", timeout=20)
-    if fact.rc == 0:
+    given = host.vars.get("gpuprov_gpu_count")
+    if given is not None:
         try:
-            recorded = json.loads(fact.stdout)
+            check.gpus = int(given)
+        except (TypeError, ValueError):
+            raise BadInput(f"gpuprov_gpu_count {given!r} is not a number; fix the inventory") from None
+    given_python = host.vars.get("gpuprov_python")
+    command = host_check_command(str(given_python) if given_python else None, count_gpus=given is None)
+    channel = ssh.open_channel(check.client, command, read_timeout=60)
+    try:
+        answers = _Sections(channel)
+        if not _read_checks(check, answers, given is None):
+            channel.close()
+            return
+    except (TimeoutError, OSError, paramiko.SSHException) as exc:
+        channel.close()
+        raise GpuprovError(f"SSH failed during the checks ({type(exc).__name__}: {exc})") from None
+    except BaseException:
+        channel.close()
+        raise
+
+
+def _read_checks(check: HostCheck, answers: _Sections, count_gpus: bool) -> bool:
+    """Read the host check's sections into check; True when its import is still running on the channel."""
+    host = check.host
+    name, _ = answers.section()
+    fact_lines, fact_rc = answers.until_end()
+    fact_python = fact_nccl = None
+    if fact_rc == 0:
+        try:
+            recorded = json.loads("\n".join(fact_lines))
             fact_python, fact_nccl = recorded.get("python"), recorded.get("nccl_version")
         except (ValueError, AttributeError):
             check.problems.append(
                 Problem(NOT_READY, f"{host.name}: {FACT_FILE} is not valid JSON; re-run `gpuprov bootstrap`")
             )
-            return
+            return False
+    smi: ssh.Result | None = None
+    if count_gpus:
+        answers.section()
+        smi_lines, smi_rc = answers.until_end()
+        smi = ssh.Result(smi_rc if smi_rc is not None else 255, "\n".join(smi_lines) + "\n", "")
+    name, _ = answers.section()
+    used = name.removeprefix("python ")
     check.python = str(host.vars.get("gpuprov_python") or fact_python or DEFAULT_PYTHON)
-    probe = ssh.run(check.client, probe_command(check.python, "look"), timeout=60)
-    if probe.rc == 127 or "No such file" in probe.stderr:
-        where = FACT_FILE if fact.rc == 0 else f"no {FACT_FILE}"
-        check.problems.append(
-            Problem(
-                NOT_READY,
-                f"{host.name}: no Python env at {check.python} ({where}); run `gpuprov bootstrap` on it "
-                "first (or set gpuprov_python for the host)",
-            )
+    answers.section()
+    first = answers.next_line()
+    if used != check.python:  # the shell read the fact file differently: look again with the right one
+        answers.channel.close()
+        assert check.client is not None
+        answers = _Sections(
+            ssh.open_channel(check.client, probe_command(check.python, "check") + " 2>&1", read_timeout=60)
         )
-        return
-    try:
-        info = json.loads(probe.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        check.problems.append(Problem(NOT_READY, f"{host.name}: {check.python} failed: {probe.last_line}"))
-        return
+        first = answers.next_line()
+    output = [first] if first is not None else []
+    info = None
+    while first is not None:
+        try:
+            info = json.loads(first)
+            break
+        except ValueError:
+            first = answers.next_line()
+            if first is not None:
+                output.append(first)
+    if info is None:
+        text = "\n".join(output)
+        if "No such file" in text or "not found" in text:
+            where = FACT_FILE if fact_rc == 0 else f"no {FACT_FILE}"
+            check.problems.append(
+                Problem(
+                    NOT_READY,
+                    f"{host.name}: no Python env at {check.python} ({where}); run `gpuprov bootstrap` on it "
+                    "first (or set gpuprov_python for the host)",
+                )
+            )
+        else:
+            last = (text.strip().splitlines() or ["no answer"])[-1].strip()
+            check.problems.append(Problem(NOT_READY, f"{host.name}: {check.python} failed: {last}"))
+        return False
     if "error" in info:
         check.problems.append(
             Problem(NOT_READY, f"{host.name}: the env {check.python} has no usable torch ({info['error']})")
         )
-        return
+        return False
     check.torch, check.cuda = info["torch"], info.get("cuda")
     check.nccl = info.get("nccl") or fact_nccl
+    if smi is not None:
+        check.gpus = gpu_count(smi)
     if not info.get("imported_before"):
-        _start_import(check)
-    check.gpus = _gpu_count(check)
-
-
-def _start_import(check: HostCheck) -> None:
-    assert check.client is not None
-    try:
-        stdin, out, err = check.client.exec_command(
-            probe_command(check.python, "import"), timeout=IMPORT_TIMEOUT_S
-        )
-        stdin.channel.shutdown_write()
-    except (paramiko.SSHException, OSError) as exc:
-        raise GpuprovError(f"SSH failed while starting the torch import check ({exc})") from None
-    check.importing = (out, err)
+        answers.channel.settimeout(IMPORT_TIMEOUT_S)
+        check.importing = answers
+        return True
+    return False
 
 
 def _finish_import(check: HostCheck) -> None:
     """Wait for the host's `import torch`; its versions replace those read from the files."""
     if check.importing is None:
         return
-    out, err = check.importing
+    answers = check.importing
     check.importing = None
     name = check.host.name
-    stderr = ""
+    lines: list[str] = []
     try:
-        stdout = out.read().decode(errors="replace")
-        stderr = err.read().decode(errors="replace")
-        info = json.loads(stdout.strip().splitlines()[-1])
+        while (line := answers.next_line()) is not None:
+            lines.append(line)
+        info = json.loads(lines[-1])
     except (TimeoutError, paramiko.SSHException, OSError, ValueError, IndexError):
-        last = (stderr.strip().splitlines() or ["no answer"])[-1]
+        last = (lines or ["no answer"])[-1]
         check.problems.append(
             Problem(NOT_READY, f"{name}: `import torch` with {check.python} did not report ({last})")
         )
         check.torch = None
         return
+    finally:
+        answers.channel.close()
     if "error" in info:
         check.problems.append(
             Problem(NOT_READY, f"{name}: the env {check.python} cannot import torch ({info['error']})")
@@ -246,19 +359,8 @@ def _finish_import(check: HostCheck) -> None:
     check.nccl = info.get("nccl") or check.nccl
 
 
-def _gpu_count(check: HostCheck) -> int:
-    assert check.client is not None
-    given = check.host.vars.get("gpuprov_gpu_count")
-    if given is not None:
-        try:
-            return int(given)
-        except (TypeError, ValueError):
-            raise BadInput(f"gpuprov_gpu_count {given!r} is not a number; fix the inventory") from None
-    smi = ssh.run(
-        check.client,
-        "command -v nvidia-smi >/dev/null || exit 100; nvidia-smi --query-gpu=index --format=csv,noheader",
-        timeout=30,
-    )
+def gpu_count(smi: ssh.Result) -> int:
+    """The GPUs in nvidia-smi's answer (SMI_COMMAND, its stderr with its stdout)."""
     # No nvidia-smi (100), or the driver finds no GPU: the messages of tests/recorded/nvidia-smi/error-no-*.
     if smi.rc == 100 or re.search(r"No devices were found|No supported GPUs were found", smi.stdout):
         return 0
@@ -305,8 +407,11 @@ def _master_port_and_reach(
         master.python, "listen", str(first), str(count), str(len(workers)), str(REACH_TIMEOUT_S + 2)
     )
     try:
-        _, out, err = master.client.exec_command(command, timeout=REACH_TIMEOUT_S + 10)
-        head = out.readline().strip()
+        listening = ssh.open_channel(master.client, command, read_timeout=REACH_TIMEOUT_S + 10)
+        out, err = listening.makefile("rb"), listening.makefile_stderr("rb")
+        head = out.readline().decode(errors="replace").strip()
+    except ssh.SessionLost as exc:
+        return 0, [Problem(UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({exc.cause})")]
     except (paramiko.SSHException, OSError) as exc:
         return 0, [Problem(UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({exc})")]
     if not head.startswith(("port ", "busy")):

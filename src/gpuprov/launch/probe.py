@@ -6,11 +6,13 @@ Each command prints its answer on stdout:
 
     probe.py look                                  one JSON line: the env's torch, read from its files
     probe.py import                                one JSON line: torch's versions after a real `import torch`
+    probe.py check                                 look's line, then import's when it is needed (below)
     probe.py listen FIRST COUNT EXPECTED TIMEOUT   `port N` (or `busy`), then `got TOKEN` per connection
     probe.py connect ADDRESS PORT TOKEN TIMEOUT    `ok`, or `error WHY`
 
 `look` takes milliseconds, so a missing env or torch is reported at once; `import` (seconds) has the last
 word and runs meanwhile, unless this env imported torch before and has not changed since (env_state).
+`check` does both on one channel: preflight reads look's line and goes on while the import runs.
 """
 
 from __future__ import annotations
@@ -178,6 +180,11 @@ def main(argv: list[str]) -> int:
         print(json.dumps(look()), flush=True)
     elif command == "import" and not args:
         print(json.dumps(import_torch()), flush=True)
+    elif command == "check" and not args:
+        found = look()
+        print(json.dumps(found), flush=True)
+        if "error" not in found and not found.get("imported_before"):
+            print(json.dumps(import_torch()), flush=True)
     elif command == "listen" and len(args) == 4:
         listen(int(args[0]), int(args[1]), int(args[2]), float(args[3]))
     elif command == "connect" and len(args) == 4:
