@@ -69,7 +69,8 @@ class HostCheck:
     gpus: int = 0
     nproc: int = 0
     problems: list[Problem] = field(default_factory=list)
-    importing: _Sections | None = None  # the host check's channel while its `import torch` runs
+    answers: _Sections | None = None  # its check's channel, open until preflight ends (a usable torch)
+    importing: bool = False  # an `import torch` runs on that channel
 
 
 @dataclass
@@ -116,7 +117,7 @@ def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, n
     result = Preflight(checks, master_addr, master_port or 0)
     try:
         problems: list[Problem] = []
-        if checks[0].client is not None and checks[0].torch is not None:
+        if checks[0].answers is not None and checks[0].torch is not None:
             port, reach_problems = _master_port_and_reach(checks, master_addr, master_port)
             result.master_port = port
             problems += reach_problems
@@ -207,6 +208,7 @@ class _Sections:
     def __init__(self, channel: paramiko.Channel) -> None:
         self.channel = channel
         self._lines = channel.makefile("rb")
+        self.other = []
 
     def _line(self) -> str | None:
         raw = self._lines.readline()
@@ -232,6 +234,25 @@ class _Sections:
         """The section's next line (None at its end marker or at the end of the output)."""
         line = self._line()
         return None if line is None or line.startswith(SECTION + "end ") else line
+
+    def ask(self, command: str, answers: tuple[str, ...]) -> str | None:
+        """Send probe.py check a command; its answer: the next line starting with one of answers."""
+        if command:
+            self.channel.sendall(command.encode() + b"\n")
+        while (line := self.next_line()) is not None:
+            if line.startswith("import "):
+                self.import_line = line
+            elif line.startswith(answers):
+                return line
+            else:
+                self.other.append(line)
+        return None
+
+    import_line: str | None = None  # `import JSON`, when it came while waiting for another answer
+    other: list[str]  # lines that were no answer (warnings on stderr, a traceback)
+
+    def last_other(self) -> str:
+        return (self.other or ["no answer"])[-1].strip()
 
 
 def _probe(check: HostCheck) -> None:
@@ -325,29 +346,32 @@ def _read_checks(check: HostCheck, answers: _Sections, count_gpus: bool) -> bool
     check.nccl = info.get("nccl") or fact_nccl
     if smi is not None:
         check.gpus = gpu_count(smi)
-    if not info.get("imported_before"):
-        answers.channel.settimeout(IMPORT_TIMEOUT_S)
-        check.importing = answers
-        return True
-    return False
+    check.answers = answers
+    check.importing = not info.get("imported_before")
+    return True
 
 
 def _finish_import(check: HostCheck) -> None:
-    """Wait for the host's `import torch`; its versions replace those read from the files."""
-    if check.importing is None:
+    """End the host's check: wait for its `import torch`, whose versions replace those read from files."""
+    answers = check.answers
+    if answers is None:
         return
-    answers = check.importing
-    check.importing = None
+    check.answers = None
     name = check.host.name
-    lines: list[str] = []
     try:
-        while (line := answers.next_line()) is not None:
-            lines.append(line)
-        info = json.loads(lines[-1])
-    except (TimeoutError, paramiko.SSHException, OSError, ValueError, IndexError):
-        last = (lines or ["no answer"])[-1]
+        answers.channel.shutdown_write()  # end of input: probe.py ends once its import has
+        if not check.importing:
+            return
+        answers.channel.settimeout(IMPORT_TIMEOUT_S)
+        if answers.import_line is None:
+            answers.ask("", ())  # to the end of its output: the import's line is kept on the way
+        info = json.loads((answers.import_line or "").removeprefix("import "))
+    except (TimeoutError, paramiko.SSHException, OSError, ValueError):
         check.problems.append(
-            Problem(NOT_READY, f"{name}: `import torch` with {check.python} did not report ({last})")
+            Problem(
+                NOT_READY,
+                f"{name}: `import torch` with {check.python} did not report ({answers.last_other()})",
+            )
         )
         check.torch = None
         return
@@ -377,11 +401,6 @@ def gpu_count(smi: ssh.Result) -> int:
     return len([line for line in smi.stdout.splitlines() if line.strip()])
 
 
-def _last(out: paramiko.ChannelFile, err: paramiko.ChannelFile, head: str) -> str:
-    text = (err.read().decode(errors="replace") + out.read().decode(errors="replace")).strip() or head
-    return (text.splitlines() or ["no output"])[-1]
-
-
 def _versions_agree(checks: list[HostCheck]) -> list[Problem]:
     problems = []
     for label, attr in (("torch", "torch"), ("CUDA (torch.version.cuda)", "cuda"), ("NCCL", "nccl")):
@@ -403,23 +422,20 @@ def _versions_agree(checks: list[HostCheck]) -> list[Problem]:
 def _master_port_and_reach(
     checks: list[HostCheck], master_addr: str, given_port: int | None
 ) -> tuple[int, list[Problem]]:
+    """On the channels of the hosts' checks: the master listens, every other host connects to it."""
     master = checks[0]
-    assert master.client is not None
-    workers = [c for c in checks[1:] if c.client is not None and c.torch is not None]
+    assert master.answers is not None
+    workers = [c for c in checks[1:] if c.answers is not None and c.torch is not None]
     first, count = (given_port, 1) if given_port else (DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH)
-    command = probe_command(
-        master.python, "listen", str(first), str(count), str(len(workers)), str(REACH_TIMEOUT_S + 2)
-    )
+    listen = f"listen {first} {count} {len(workers)} {REACH_TIMEOUT_S + 2}"
     try:
-        listening = ssh.open_channel(master.client, command, read_timeout=REACH_TIMEOUT_S + 10)
-        out, err = listening.makefile("rb"), listening.makefile_stderr("rb")
-        head = out.readline().decode(errors="replace").strip()
-    except ssh.SessionLost as exc:
-        return 0, [Problem(UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({exc.cause})")]
-    except (paramiko.SSHException, OSError) as exc:
+        head = master.answers.ask(listen, ("port ", "busy")) or ""
+    except (TimeoutError, paramiko.SSHException, OSError) as exc:
         return 0, [Problem(UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({exc})")]
-    if not head.startswith(("port ", "busy")):
-        return 0, [Problem(NOT_READY, f"{master.host.name}: the port check failed: {_last(out, err, head)}")]
+    if not head:
+        return 0, [
+            Problem(NOT_READY, f"{master.host.name}: the port check failed: {master.answers.last_other()}")
+        ]
     if not head.startswith("port "):
         if given_port:
             return 0, [
@@ -442,22 +458,23 @@ def _master_port_and_reach(
     lock = threading.Lock()
 
     def reach(check: HostCheck) -> None:
-        assert check.client is not None
-        cmd = probe_command(
-            check.python, "connect", master_addr, str(port), tokens[check.host.name], str(REACH_TIMEOUT_S)
-        )
+        assert check.answers is not None
+        command = f"connect {master_addr} {port} {tokens[check.host.name]} {REACH_TIMEOUT_S}"
         try:
-            res = ssh.run(check.client, cmd, timeout=REACH_TIMEOUT_S + 10)
-            answer = res.stdout.strip() or res.last_line
-        except GpuprovError as exc:
-            answer = f"error {exc.message}"
+            answer = check.answers.ask(command, ("ok", "error ")) or f"error {check.answers.last_other()}"
+        except (TimeoutError, paramiko.SSHException, OSError) as exc:
+            answer = f"error SSH failed ({exc})"
         if answer != "ok":
             with lock:
                 connect_errors[check.host.name] = answer.removeprefix("error ")
 
     ssh.values(ssh.fan_out(workers, reach))
-    received = {line.split(" ", 1)[1] for line in out.read().decode(errors="replace").splitlines()
-                if line.startswith("got ")}  # fmt: skip
+    received = set()
+    try:
+        while (line := master.answers.ask("", ("got ", "listened"))) not in (None, "listened"):
+            received.add(line.split(" ", 1)[1])
+    except (TimeoutError, paramiko.SSHException, OSError):
+        pass  # the hosts whose token did not arrive are named below
     problems = []
     for check in workers:
         name = check.host.name

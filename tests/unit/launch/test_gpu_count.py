@@ -4,9 +4,10 @@ recorded output of the real tool (tests/recorded/nvidia-smi/). The index column 
 
 from __future__ import annotations
 
-from pathlib import Path
 import shlex
 import subprocess
+from pathlib import Path
+
 import pytest
 
 from gpuprov import ssh

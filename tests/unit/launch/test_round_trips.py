@@ -2,8 +2,9 @@
 commands in a local shell (the "host" is this machine, its home a temporary folder, its torch a stand-in).
 
 A channel is one round trip (open and exec, then its answers); a command run and waited for is another.
-The issue's target: one connection per host, preflight's checks in one command, the push in one command
-with one exchange, and the agent started on the push's channel with no command of its own.
+The issue's target: one connection per host, preflight in one command (the master's port check and each
+worker's test connection to it on the same channel), the push in one command with one exchange, and the
+agent started on the push's channel with no command of its own.
 """
 
 from __future__ import annotations
@@ -51,11 +52,15 @@ class LocalChannel:
         self.proc.stdin.write(data)
         self.proc.stdin.flush()
 
+    def shutdown_write(self) -> None:
+        assert self.proc.stdin is not None
+        if not self.proc.stdin.closed:
+            self.proc.stdin.close()
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
+            self.shutdown_write()
             self.proc.wait(timeout=30)
 
 
@@ -92,7 +97,7 @@ class Counting:
 
 
 @pytest.mark.parametrize("imported_before", [False, True], ids=["first-launch", "env-unchanged"])
-def test_each_host_costs_one_connection_and_three_round_trips(
+def test_each_host_costs_one_connection_and_two_round_trips(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, imported_before: bool
 ) -> None:
     site = _torch(tmp_path / "site")
@@ -114,9 +119,9 @@ def test_each_host_costs_one_connection_and_three_round_trips(
 
     checks = preflight.run(selected, "127.0.0.1", None, Nproc("auto"))
     assert [c.torch for c in checks.checks] == ["2.13.0+cpu"] * 3 and checks.master_port
-    # Preflight: the checks of each host in one command; the master's port check; each worker's test
-    # connection to it (they need the port the master found free, so they cannot come sooner).
-    assert fake.round_trips == {"node1": 2, "node2": 2, "node3": 2}
+    # Preflight: each host's checks in one command, on whose channel the master then listens and every
+    # other host connects to it.
+    assert fake.round_trips == {"node1": 1, "node2": 1, "node3": 1}
 
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
@@ -126,7 +131,7 @@ def test_each_host_costs_one_connection_and_three_round_trips(
         delivery = push.push(check.host.name, check.client, check.python, job_dir, payload, {"job_id": b"x"})
         delivery.cancel()  # end of input: receive.py exits without starting (its start needs no command)
     assert fake.connections == {n: 1 for n in names}
-    assert fake.round_trips == {"node1": 3, "node2": 3, "node3": 3}
+    assert fake.round_trips == {"node1": 2, "node2": 2, "node3": 2}
     assert (tmp_path / "home" / job_dir / "work" / "train.py").read_text() == "print('hi')\n"
     for channel in fake.channels:
         channel.close()
