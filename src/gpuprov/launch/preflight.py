@@ -5,9 +5,9 @@ torch / CUDA / NCCL versions, GPU count. Across hosts: versions agree, the maste
 master, and every other host can open a TCP connection to the master's address and port. What runs on the
 hosts in Python is probe.py. Problems are counted by kind, and the worst decides the exit code (6, 7, 2).
 
-Round trips: each host's own checks are one command (host_check_command), whose channel stays open while
-a first `import torch` runs; then the master's port check, and each worker's test connection to it (they
-need the port the master found free). The SSH connections stay open for the push and the start.
+Round trips: one command per host (host_check_command). Its channel stays open to the end of preflight:
+on it the master then binds the port and every other host connects to it (they need the port the master
+found free), while a first `import torch` runs. The SSH connections stay open for the push and the start.
 """
 
 from __future__ import annotations
