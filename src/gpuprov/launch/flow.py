@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
+import paramiko
+
 from gpuprov import console, interrupts, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import jobs, preflight, push, stopping, stream
@@ -131,16 +133,17 @@ def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> dict[str, p
 
 def _start_detached(the_plan: Plan, job: jobs.Job, deliveries: dict[str, push.Delivery]) -> None:
     def start(check: preflight.HostCheck) -> str | None:
-        channel = deliveries[check.host.name].start("start")
-        channel.settimeout(60)
+        delivery = deliveries[check.host.name]
         try:
+            channel = delivery.start("start")
+            channel.settimeout(60)
             out = channel.makefile("rb").read().decode(errors="replace")
             err = channel.makefile_stderr("rb").read().decode(errors="replace")
             rc = channel.recv_exit_status()
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             return f"{check.host.name}: SSH failed while starting the job ({exc})"
         finally:
-            channel.close()
+            delivery.channel.close()
         return None if rc == 0 else f"{check.host.name}: {ssh.Result(rc, out, err).last_line}"
 
     errors = [e for e in ssh.values(ssh.fan_out(the_plan.checks.checks, start)) if e]
