@@ -222,6 +222,7 @@ def main() -> int:
                 their_cpu.append(children_cpu_s() - cpu)
                 theirs.append(latency)
             rows.append((f"launch, {n} nodes", statistics.median(ours), statistics.median(theirs)))
+            print(f"{rows[-1][0]}: gpuprov {ours}, loop {theirs}, CPU {our_cpu} / {their_cpu}", flush=True)
             per_host.append(
                 (
                     n,
@@ -244,6 +245,7 @@ def main() -> int:
                 )
                 assert leftovers(containers[:n], job_id) == 0, f"processes of {job_id} left"
                 downs.append(ended - exited_at)
+            print(f"teardown, {n} nodes: gpuprov {downs}", flush=True)
             # Teardown: the plain loop (peers keep running: measured up to the cap).
             marker = uuid.uuid4().hex[:8]
             _, procs = baseline_launch(addresses[:n], ssh, crasher, marker, BASELINE_CAP_S)
