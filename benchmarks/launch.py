@@ -1,11 +1,15 @@
-"""Launch and teardown latency of `gpuprov launch` on 2 and 4 sandbox nodes, against plain ssh + torchrun.
+"""Launch and teardown latency of `gpuprov launch` on 2, 8 and 16 sandbox nodes, against plain ssh + torchrun.
 
-    .venv/bin/python benchmarks/launch.py [--nodes 2,4] [--repeat 3] [--keep]
+    .venv/bin/python benchmarks/launch.py [--nodes 2,8,16] [--repeat 3] [--keep | --reuse STATE_DIR:NAME]
+    .venv/bin/python benchmarks/launch.py --nodes 16 --prepare    (start and bootstrap only, for --reuse)
 
 Launch latency: from the command's start until every rank has printed its first line, for
   - gpuprov: `gpuprov launch --nodes N script` (preflight, push, start, streamed output included);
   - baseline: the usual loop, one host after the other: `scp script host:` then `ssh host torchrun ... &`,
     measured in the same run on the same nodes.
+Per host: launch latency / nodes, and the controller's CPU seconds (user + system of the launching
+processes: gpuprov, or the loop's scp and ssh processes) / nodes. The load average is printed before and
+after (the sandbox nodes share this machine's cores with the controller).
 Teardown latency: a rank exits non-zero (it prints time.time() just before) until gpuprov has exited,
 which it does only after every host reported no process of the job left (checked again afterwards).
 For contrast, the same failure with the plain ssh + torchrun loop: the other node's ranks keep running
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -49,6 +54,12 @@ if rank == world - 1:
     sys.exit(3)
 time.sleep(300)
 """
+
+
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's waited-for children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def gpuprov_launch(env: dict[str, str], nodes: int, script: Path, extra: list[str]) -> tuple[float, str, int]:
@@ -137,12 +148,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--nodes", default="2,4")
+    parser.add_argument("--nodes", default="2,8,16")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--keep", action="store_true", help="keep the sandbox afterwards (prints how to reuse it)"
     )
     parser.add_argument("--reuse", metavar="STATE_DIR:NAME", help="use a sandbox kept by an earlier --keep")
+    parser.add_argument(
+        "--prepare",
+        action="store_true",
+        help="only start and bootstrap the sandbox, keep it, measure nothing (then run with --reuse)",
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.nodes.split(",")]
 
@@ -167,6 +183,9 @@ def main() -> int:
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         print(f"bootstrapped in {time.monotonic() - t:.0f} s", flush=True)
+        if args.prepare:
+            args.keep = True
+            return 0
         env["GPUPROV_INVENTORY"] = str(sandbox.inventory)
         sandbox_dir = sandbox.inventory.parent
         ssh = ssh_base(
@@ -185,18 +204,34 @@ def main() -> int:
         crasher.write_text(CRASHER)
 
         rows = []
+        per_host = []
+        load_before = os.getloadavg()
         for n in counts:
-            ours, theirs = [], []
+            ours, theirs, our_cpu, their_cpu = [], [], [], []
             for _ in range(args.repeat):
+                cpu = children_cpu_s()
                 latency, out, code = gpuprov_launch(env, n, first_line, [])
+                our_cpu.append(children_cpu_s() - cpu)
                 assert code == 0, out
                 ours.append(latency)
                 marker = uuid.uuid4().hex[:8]
+                cpu = children_cpu_s()
                 latency, procs = baseline_launch(addresses[:n], ssh, first_line, marker, BASELINE_CAP_S)
                 for proc in procs:
                     proc.wait(timeout=60)
+                their_cpu.append(children_cpu_s() - cpu)
                 theirs.append(latency)
             rows.append((f"launch, {n} nodes", statistics.median(ours), statistics.median(theirs)))
+            print(f"{rows[-1][0]}: gpuprov {ours}, loop {theirs}, CPU {our_cpu} / {their_cpu}", flush=True)
+            per_host.append(
+                (
+                    n,
+                    statistics.median(ours) / n,
+                    statistics.median(theirs) / n,
+                    statistics.median(our_cpu) / n,
+                    statistics.median(their_cpu) / n,
+                )
+            )
 
             # Teardown: gpuprov
             downs = []
@@ -210,6 +245,7 @@ def main() -> int:
                 )
                 assert leftovers(containers[:n], job_id) == 0, f"processes of {job_id} left"
                 downs.append(ended - exited_at)
+            print(f"teardown, {n} nodes: gpuprov {downs}", flush=True)
             # Teardown: the plain loop (peers keep running: measured up to the cap).
             marker = uuid.uuid4().hex[:8]
             _, procs = baseline_launch(addresses[:n], ssh, crasher, marker, BASELINE_CAP_S)
@@ -234,6 +270,12 @@ def main() -> int:
             ratio = "-" if theirs_s == float("inf") else f"{theirs_s / ours_s:.2f}x"
             print(f"{label:<28} {ours_s:>8.2f} s {theirs_text:>12} {ratio:>8}")
         print("\n(ratio = ssh loop / gpuprov; '>20 s': the other nodes' ranks were still running at the cap)")
+        heads = ("gpuprov", "ssh loop", "gpuprov CPU", "loop CPU")
+        print(f"\n{'per host (launch)':<20}" + "".join(f"{h:>13}" for h in heads))
+        for n, *seconds in per_host:
+            print(f"{f'{n} nodes':<20}" + "".join(f"{v:>11.3f} s" for v in seconds))
+        print("\n(launch latency / nodes; CPU: controller user+system seconds / nodes)")
+        print(f"load average (1, 5, 15 min) before: {load_before}, after: {os.getloadavg()}")
     finally:
         if args.keep:
             print(f"kept: --reuse {state}:{name}")

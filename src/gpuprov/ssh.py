@@ -210,6 +210,29 @@ def run(client: paramiko.SSHClient, command: str, timeout: float = 60, stdin: by
     return Result(rc, out, err)
 
 
+def open_channel(
+    client: paramiko.SSHClient, command: str, *, read_timeout: float | None = None, open_timeout: float = 10
+) -> paramiko.Channel:
+    """Start a command on a channel of its own and return at once, for the caller to stream its stdin,
+    stdout and stderr (stdout by channel.makefile, stderr by makefile_stderr).
+
+    read_timeout: seconds a read may wait for data (None: as long as the connection lives; keepalives
+    notice a lost host). Raises SessionLost when the connection is gone.
+    """
+    try:
+        transport = client.get_transport()
+        if transport is None or not transport.is_active():
+            raise EOFError("the connection is closed")
+        channel = transport.open_session(timeout=open_timeout)
+        channel.settimeout(read_timeout)
+        channel.exec_command(command)
+    except (TimeoutError, paramiko.SSHException, OSError, EOFError) as exc:
+        raise SessionLost(
+            f"SSH command failed ({type(exc).__name__}: {exc or 'connection lost'})", exc
+        ) from None
+    return channel
+
+
 # ----- files --------------------------------------------------------------------------------------------
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import queue
 import time
+from collections.abc import Callable
 
 import paramiko
 
-from gpuprov import console
-from gpuprov.launch import jobs, stopping, stream
+from gpuprov import console, ssh
+from gpuprov.errors import GpuprovError
+from gpuprov.launch import jobs, push, stopping, stream
 
 
 class AttachedJob:
@@ -48,9 +50,16 @@ class AttachedJob:
 
     def open(self, name: str, command: str) -> bool:
         """Run `command` on the host and stream it; False (the host counts as lost) when that fails."""
+        return self._stream(name, lambda: ssh.open_channel(self.clients[name], command))
+
+    def start(self, name: str, delivery: push.Delivery) -> bool:
+        """Start the agent on the channel that pushed the job's files, and stream it (as open())."""
+        return self._stream(name, lambda: delivery.start("attach"))
+
+    def _stream(self, name: str, channel: Callable[[], paramiko.Channel]) -> bool:
         try:
-            self.streams[name] = stream.open_stream(name, self.clients[name], command, self.events)
-        except (paramiko.SSHException, OSError) as exc:
+            self.streams[name] = stream.HostStream(name, channel(), self.events)
+        except (GpuprovError, paramiko.SSHException, OSError) as exc:
             self.lost[name] = f"could not start: {exc}"
             self.first_failure = self.first_failure or name
             if self.fail_fast:

@@ -1,7 +1,9 @@
 """`gpuprov launch` from options to a finished (or detached) job.
 
-plan (options, hosts, preflight, per-host scripts) -> record the job -> push (SFTP, unchanged files
-skipped) -> start every host's agent -> detached: return; attached: stream, fail fast, report.
+plan (options, hosts, preflight, per-host scripts) -> record the job -> push (one channel per host,
+unchanged files skipped) -> once every host has its files, the same channel starts the host's agent ->
+detached: return; attached: stream, fail fast, report. Each host costs one SSH connection, opened by
+preflight and used to the end.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
+import paramiko
+
 from gpuprov import console, interrupts, ssh
 from gpuprov.errors import GpuprovError
-from gpuprov.launch import jobs, preflight, push, remote, stopping, stream
+from gpuprov.launch import jobs, preflight, push, stopping, stream
 from gpuprov.launch.attached import AttachedJob
 from gpuprov.launch.options import LaunchOptions
 from gpuprov.launch.plan import Plan, plan
@@ -43,11 +47,11 @@ def launch(opts: LaunchOptions) -> str:
                 f"({', '.join(the_plan.payload.skipped_large[:3])}...); --include-large sends them"
             )
         job = _record(the_plan, opts)
-        _push_all(the_plan, job, opts)
+        deliveries = _push_all(the_plan, job, opts)
         if opts.detach:
-            _start_detached(the_plan, job)
+            _start_detached(the_plan, job, deliveries)
             return job.id
-        _run_attached(the_plan, job, started)
+        _run_attached(the_plan, job, started, deliveries)
         return job.id
     finally:
         the_plan.checks.close()
@@ -92,7 +96,8 @@ def _record(the_plan: Plan, opts: LaunchOptions) -> jobs.Job:
     return job
 
 
-def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> None:
+def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> dict[str, push.Delivery]:
+    """Every host's files, each host's receive.py left waiting to start the job; none started yet."""
     agent_code = AGENT_SOURCE.read_bytes()
     payload = the_plan.payload
     console.step(
@@ -100,7 +105,7 @@ def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> None:
         f"on {len(job.hosts)} host(s)"
     )
 
-    def one(check: preflight.HostCheck) -> push.PushStats:
+    def one(check: preflight.HostCheck) -> push.Delivery:
         assert check.client is not None
         name = check.host.name
         extra = {
@@ -109,25 +114,37 @@ def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> None:
             "job_id": job.id.encode(),
             "grace": str(opts.grace_s).encode(),
         }
-        return push.push(name, check.client, job.remote_dir, payload, extra)
+        return push.push(name, check.client, check.python, job.remote_dir, payload, extra)
 
+    outcomes = ssh.fan_out(the_plan.checks.checks, one)
+    deliveries = {o.item.host.name: o.value for o in outcomes if o.value is not None}
     try:
-        stats = ssh.values(ssh.fan_out(the_plan.checks.checks, one))
+        ssh.values(outcomes)
     except BaseException:
+        for delivery in deliveries.values():
+            delivery.cancel()  # nothing starts anywhere
         job.finish("failed", {})
         raise
-    sent = sum(s.sent for s in stats)
-    unchanged = sum(s.unchanged for s in stats)
+    sent = sum(d.stats.sent for d in deliveries.values())
+    unchanged = sum(d.stats.unchanged for d in deliveries.values())
     console.detail(f"sent {sent} file(s), {unchanged} unchanged and skipped")
+    return deliveries
 
 
-def _start_detached(the_plan: Plan, job: jobs.Job) -> None:
+def _start_detached(the_plan: Plan, job: jobs.Job, deliveries: dict[str, push.Delivery]) -> None:
     def start(check: preflight.HostCheck) -> str | None:
-        assert check.client is not None
-        res = ssh.run(
-            check.client, remote.agent_command(check.python, job.remote_dir, "start", job.remote_dir)
-        )
-        return None if res.rc == 0 else f"{check.host.name}: {res.last_line}"
+        delivery = deliveries[check.host.name]
+        try:
+            channel = delivery.start("start")
+            channel.settimeout(60)
+            out = channel.makefile("rb").read().decode(errors="replace")
+            err = channel.makefile_stderr("rb").read().decode(errors="replace")
+            rc = channel.recv_exit_status()
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            return f"{check.host.name}: SSH failed while starting the job ({exc})"
+        finally:
+            delivery.channel.close()
+        return None if rc == 0 else f"{check.host.name}: {ssh.Result(rc, out, err).last_line}"
 
     errors = [e for e in ssh.values(ssh.fan_out(the_plan.checks.checks, start)) if e]
     if errors:
@@ -160,7 +177,9 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous_int)
 
 
-def _run_attached(the_plan: Plan, job: jobs.Job, started: float) -> None:
+def _run_attached(
+    the_plan: Plan, job: jobs.Job, started: float, deliveries: dict[str, push.Delivery]
+) -> None:
     names = [h.name for h in job.hosts]
     printer = stream.Printer(names, {n: job.log_path(n) for n in names})
     attached = AttachedJob(job, names, the_plan.checks.clients, printer, fail_fast=True)
@@ -169,8 +188,8 @@ def _run_attached(the_plan: Plan, job: jobs.Job, started: float) -> None:
             job.mark(jobs.RUNNING)
             console.step(f"Starting job {job.id} on {len(names)} host(s) (logs: {job.local_dir})")
             for h in job.hosts:
-                command = remote.agent_command(h.python, job.remote_dir, "attach", job.remote_dir)
-                if not attached.open(h.name, command):
+                # No waiting for an answer: each agent reports its start (or its failure) on its stream.
+                if not attached.start(h.name, deliveries.pop(h.name)):
                     break  # the job is being torn down on the hosts started so far
             attached.wait()
         except KeyboardInterrupt:
@@ -181,6 +200,8 @@ def _run_attached(the_plan: Plan, job: jobs.Job, started: float) -> None:
                 console.warning("interrupted")
                 attached.interrupt()
         finally:
+            for delivery in deliveries.values():  # hosts not started (Ctrl-C while starting)
+                delivery.cancel()
             attached.close()
     _report(attached, started)
 

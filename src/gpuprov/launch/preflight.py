@@ -4,6 +4,10 @@ Per host: SSH (host key checked), the Python env (from the python_env role's fac
 torch / CUDA / NCCL versions, GPU count. Across hosts: versions agree, the master port is free on the
 master, and every other host can open a TCP connection to the master's address and port. What runs on the
 hosts in Python is probe.py. Problems are counted by kind, and the worst decides the exit code (6, 7, 2).
+
+Round trips: one command per host (host_check_command). Its channel stays open to the end of preflight:
+on it the master then binds the port and every other host connects to it (they need the port the master
+found free), while a first `import torch` runs. The SSH connections stay open for the push and the start.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import functools
 import json
 import re
 import secrets
+import shlex
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -64,7 +69,8 @@ class HostCheck:
     gpus: int = 0
     nproc: int = 0
     problems: list[Problem] = field(default_factory=list)
-    importing: tuple[paramiko.ChannelFile, paramiko.ChannelFile] | None = None  # stdout, stderr
+    answers: _Sections | None = None  # its check's channel, open until preflight ends (a usable torch)
+    importing: bool = False  # an `import torch` runs on that channel
 
 
 @dataclass
@@ -111,7 +117,7 @@ def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, n
     result = Preflight(checks, master_addr, master_port or 0)
     try:
         problems: list[Problem] = []
-        if checks[0].client is not None and checks[0].torch is not None:
+        if checks[0].answers is not None and checks[0].torch is not None:
             port, reach_problems = _master_port_and_reach(checks, master_addr, master_port)
             result.master_port = port
             problems += reach_problems
@@ -162,80 +168,215 @@ def _check_host(host: hosts.Host) -> HostCheck:
     return check
 
 
+SECTION = "@@gpuprov "  # marks the sections of the host check's output (host_check_command)
+SMI_COMMAND = (
+    "command -v nvidia-smi >/dev/null || exit 100; nvidia-smi --query-gpu=index --format=csv,noheader"
+)
+_FACT_PYTHON_SED = r's/^[[:space:]]*"python":[[:space:]]*"\([^"\\]*\)".*$/\1/p'
+
+
+def host_check_command(given_python: str | None, count_gpus: bool) -> str:
+    """One shell command for every check of one host, so that a host costs one round trip.
+
+    Sections, each `@@gpuprov NAME` ... `@@gpuprov end RC`: fact (the python_env role's fact file), smi
+    (nvidia-smi's GPU list, when the inventory does not give gpuprov_gpu_count), then python (the env's
+    python it used: gpuprov_python, else the one the fact file names, else the default) and check
+    (probe.py check with that python: look's line at once, import's later when it is needed).
+    """
+    q = shlex.quote
+    lines = [
+        f"echo '{SECTION}fact'; cat {q(FACT_FILE)} 2>&1; r=$?; echo; echo \"{SECTION}end $r\"",
+    ]
+    if count_gpus:
+        lines.append(f"echo '{SECTION}smi'; ( {SMI_COMMAND} ) 2>&1; r=$?; echo \"{SECTION}end $r\"")
+    if given_python:
+        lines.append(f"py={q(given_python)}")
+    else:
+        lines.append(
+            f"py=$(sed -n {q(_FACT_PYTHON_SED)} {q(FACT_FILE)} 2>/dev/null | head -n 1); "
+            f'[ -n "$py" ] || py={q(DEFAULT_PYTHON)}'
+        )
+    lines.append(f'echo "{SECTION}python $py"')
+    look = remote.python_command("PYTHON", _probe_code(), "check").replace("PYTHON", '"$py"', 1)
+    lines.append(f"echo '{SECTION}check'; {look} 2>&1; r=$?; echo \"{SECTION}end $r\"")
+    return "\n".join(lines) + "\n"
+
+
+class _Sections:
+    """The host check's output, read section by section as it arrives on its channel."""
+
+    def __init__(self, channel: paramiko.Channel) -> None:
+        self.channel = channel
+        self._lines = channel.makefile("rb")
+        self.other = []
+
+    def _line(self) -> str | None:
+        raw = self._lines.readline()
+        return raw.decode(errors="replace").rstrip("\n") if raw else None
+
+    def section(self) -> tuple[str, str]:
+        """The next section's name and its first line ('' at the end of the output)."""
+        while (line := self._line()) is not None:
+            if line.startswith(SECTION):
+                return line[len(SECTION) :], ""
+        return "", ""
+
+    def until_end(self) -> tuple[list[str], int | None]:
+        """The section's lines up to its end marker, and its exit status (None: the output broke off)."""
+        lines: list[str] = []
+        while (line := self._line()) is not None:
+            if line.startswith(SECTION + "end "):
+                return lines, int(line.split()[-1])
+            lines.append(line)
+        return lines, None
+
+    def next_line(self) -> str | None:
+        """The section's next line (None at its end marker or at the end of the output)."""
+        line = self._line()
+        return None if line is None or line.startswith(SECTION + "end ") else line
+
+    def ask(self, command: str, answers: tuple[str, ...]) -> str | None:
+        """Send probe.py check a command; its answer: the next line starting with one of answers."""
+        if command:
+            self.channel.sendall(command.encode() + b"\n")
+        while (line := self.next_line()) is not None:
+            if line.startswith("import "):
+                self.import_line = line
+            elif line.startswith(answers):
+                return line
+            else:
+                self.other.append(line)
+        return None
+
+    import_line: str | None = None  # `import JSON`, when it came while waiting for another answer
+    other: list[str]  # lines that were no answer (warnings on stderr, a traceback)
+
+    def last_other(self) -> str:
+        return (self.other or ["no answer"])[-1].strip()
+
+
 def _probe(check: HostCheck) -> None:
     assert check.client is not None
     host = check.host
-    fact_python = fact_nccl = None
-    fact = ssh.run(check.client, f"cat {FACT_FILE}", timeout=20)
-    if fact.rc == 0:
+    given = host.vars.get("gpuprov_gpu_count")
+    if given is not None:
         try:
-            recorded = json.loads(fact.stdout)
+            check.gpus = int(given)
+        except (TypeError, ValueError):
+            raise BadInput(f"gpuprov_gpu_count {given!r} is not a number; fix the inventory") from None
+    given_python = host.vars.get("gpuprov_python")
+    command = host_check_command(str(given_python) if given_python else None, count_gpus=given is None)
+    channel = ssh.open_channel(check.client, command, read_timeout=60)
+    try:
+        answers = _Sections(channel)
+        if not _read_checks(check, answers, given is None):
+            channel.close()
+            return
+    except (TimeoutError, OSError, paramiko.SSHException) as exc:
+        channel.close()
+        raise GpuprovError(f"SSH failed during the checks ({type(exc).__name__}: {exc})") from None
+    except BaseException:
+        channel.close()
+        raise
+
+
+def _read_checks(check: HostCheck, answers: _Sections, count_gpus: bool) -> bool:
+    """Read the host check's sections into check; True when its import is still running on the channel."""
+    host = check.host
+    name, _ = answers.section()
+    fact_lines, fact_rc = answers.until_end()
+    fact_python = fact_nccl = None
+    if fact_rc == 0:
+        try:
+            recorded = json.loads("\n".join(fact_lines))
             fact_python, fact_nccl = recorded.get("python"), recorded.get("nccl_version")
         except (ValueError, AttributeError):
             check.problems.append(
                 Problem(NOT_READY, f"{host.name}: {FACT_FILE} is not valid JSON; re-run `gpuprov bootstrap`")
             )
-            return
+            return False
+    smi: ssh.Result | None = None
+    if count_gpus:
+        answers.section()
+        smi_lines, smi_rc = answers.until_end()
+        smi = ssh.Result(smi_rc if smi_rc is not None else 255, "\n".join(smi_lines) + "\n", "")
+    name, _ = answers.section()
+    used = name.removeprefix("python ")
     check.python = str(host.vars.get("gpuprov_python") or fact_python or DEFAULT_PYTHON)
-    probe = ssh.run(check.client, probe_command(check.python, "look"), timeout=60)
-    if probe.rc == 127 or "No such file" in probe.stderr:
-        where = FACT_FILE if fact.rc == 0 else f"no {FACT_FILE}"
-        check.problems.append(
-            Problem(
-                NOT_READY,
-                f"{host.name}: no Python env at {check.python} ({where}); run `gpuprov bootstrap` on it "
-                "first (or set gpuprov_python for the host)",
-            )
+    answers.section()
+    first = answers.next_line()
+    if used != check.python:  # the shell read the fact file differently: look again with the right one
+        answers.channel.close()
+        assert check.client is not None
+        answers = _Sections(
+            ssh.open_channel(check.client, probe_command(check.python, "check") + " 2>&1", read_timeout=60)
         )
-        return
-    try:
-        info = json.loads(probe.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        check.problems.append(Problem(NOT_READY, f"{host.name}: {check.python} failed: {probe.last_line}"))
-        return
+        first = answers.next_line()
+    output = [first] if first is not None else []
+    info = None
+    while first is not None:
+        try:
+            info = json.loads(first)
+            break
+        except ValueError:
+            first = answers.next_line()
+            if first is not None:
+                output.append(first)
+    if info is None:
+        text = "\n".join(output)
+        if "No such file" in text or "not found" in text:
+            where = FACT_FILE if fact_rc == 0 else f"no {FACT_FILE}"
+            check.problems.append(
+                Problem(
+                    NOT_READY,
+                    f"{host.name}: no Python env at {check.python} ({where}); run `gpuprov bootstrap` on it "
+                    "first (or set gpuprov_python for the host)",
+                )
+            )
+        else:
+            last = (text.strip().splitlines() or ["no answer"])[-1].strip()
+            check.problems.append(Problem(NOT_READY, f"{host.name}: {check.python} failed: {last}"))
+        return False
     if "error" in info:
         check.problems.append(
             Problem(NOT_READY, f"{host.name}: the env {check.python} has no usable torch ({info['error']})")
         )
-        return
+        return False
     check.torch, check.cuda = info["torch"], info.get("cuda")
     check.nccl = info.get("nccl") or fact_nccl
-    if not info.get("imported_before"):
-        _start_import(check)
-    check.gpus = _gpu_count(check)
-
-
-def _start_import(check: HostCheck) -> None:
-    assert check.client is not None
-    try:
-        stdin, out, err = check.client.exec_command(
-            probe_command(check.python, "import"), timeout=IMPORT_TIMEOUT_S
-        )
-        stdin.channel.shutdown_write()
-    except (paramiko.SSHException, OSError) as exc:
-        raise GpuprovError(f"SSH failed while starting the torch import check ({exc})") from None
-    check.importing = (out, err)
+    if smi is not None:
+        check.gpus = gpu_count(smi)
+    check.answers = answers
+    check.importing = not info.get("imported_before")
+    return True
 
 
 def _finish_import(check: HostCheck) -> None:
-    """Wait for the host's `import torch`; its versions replace those read from the files."""
-    if check.importing is None:
+    """End the host's check: wait for its `import torch`, whose versions replace those read from files."""
+    answers = check.answers
+    if answers is None:
         return
-    out, err = check.importing
-    check.importing = None
+    check.answers = None
     name = check.host.name
-    stderr = ""
     try:
-        stdout = out.read().decode(errors="replace")
-        stderr = err.read().decode(errors="replace")
-        info = json.loads(stdout.strip().splitlines()[-1])
-    except (TimeoutError, paramiko.SSHException, OSError, ValueError, IndexError):
-        last = (stderr.strip().splitlines() or ["no answer"])[-1]
+        answers.channel.shutdown_write()  # end of input: probe.py ends once its import has
+        if not check.importing:
+            return
+        answers.channel.settimeout(IMPORT_TIMEOUT_S)
+        if answers.import_line is None:
+            answers.ask("", ())  # to the end of its output: the import's line is kept on the way
+        info = json.loads((answers.import_line or "").removeprefix("import "))
+    except (TimeoutError, paramiko.SSHException, OSError, ValueError):
         check.problems.append(
-            Problem(NOT_READY, f"{name}: `import torch` with {check.python} did not report ({last})")
+            Problem(
+                NOT_READY,
+                f"{name}: `import torch` with {check.python} did not report ({answers.last_other()})",
+            )
         )
         check.torch = None
         return
+    finally:
+        answers.channel.close()
     if "error" in info:
         check.problems.append(
             Problem(NOT_READY, f"{name}: the env {check.python} cannot import torch ({info['error']})")
@@ -246,19 +387,8 @@ def _finish_import(check: HostCheck) -> None:
     check.nccl = info.get("nccl") or check.nccl
 
 
-def _gpu_count(check: HostCheck) -> int:
-    assert check.client is not None
-    given = check.host.vars.get("gpuprov_gpu_count")
-    if given is not None:
-        try:
-            return int(given)
-        except (TypeError, ValueError):
-            raise BadInput(f"gpuprov_gpu_count {given!r} is not a number; fix the inventory") from None
-    smi = ssh.run(
-        check.client,
-        "command -v nvidia-smi >/dev/null || exit 100; nvidia-smi --query-gpu=index --format=csv,noheader",
-        timeout=30,
-    )
+def gpu_count(smi: ssh.Result) -> int:
+    """The GPUs in nvidia-smi's answer (SMI_COMMAND, its stderr with its stdout)."""
     # No nvidia-smi (100), or the driver finds no GPU: the messages of tests/recorded/nvidia-smi/error-no-*.
     if smi.rc == 100 or re.search(r"No devices were found|No supported GPUs were found", smi.stdout):
         return 0
@@ -269,11 +399,6 @@ def _gpu_count(check: HostCheck) -> int:
             "or re-run `gpuprov bootstrap` on it"
         )
     return len([line for line in smi.stdout.splitlines() if line.strip()])
-
-
-def _last(out: paramiko.ChannelFile, err: paramiko.ChannelFile, head: str) -> str:
-    text = (err.read().decode(errors="replace") + out.read().decode(errors="replace")).strip() or head
-    return (text.splitlines() or ["no output"])[-1]
 
 
 def _versions_agree(checks: list[HostCheck]) -> list[Problem]:
@@ -297,20 +422,20 @@ def _versions_agree(checks: list[HostCheck]) -> list[Problem]:
 def _master_port_and_reach(
     checks: list[HostCheck], master_addr: str, given_port: int | None
 ) -> tuple[int, list[Problem]]:
+    """On the channels of the hosts' checks: the master listens, every other host connects to it."""
     master = checks[0]
-    assert master.client is not None
-    workers = [c for c in checks[1:] if c.client is not None and c.torch is not None]
+    assert master.answers is not None
+    workers = [c for c in checks[1:] if c.answers is not None and c.torch is not None]
     first, count = (given_port, 1) if given_port else (DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH)
-    command = probe_command(
-        master.python, "listen", str(first), str(count), str(len(workers)), str(REACH_TIMEOUT_S + 2)
-    )
+    listen = f"listen {first} {count} {len(workers)} {REACH_TIMEOUT_S + 2}"
     try:
-        _, out, err = master.client.exec_command(command, timeout=REACH_TIMEOUT_S + 10)
-        head = out.readline().strip()
-    except (paramiko.SSHException, OSError) as exc:
+        head = master.answers.ask(listen, ("port ", "busy")) or ""
+    except (TimeoutError, paramiko.SSHException, OSError) as exc:
         return 0, [Problem(UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({exc})")]
-    if not head.startswith(("port ", "busy")):
-        return 0, [Problem(NOT_READY, f"{master.host.name}: the port check failed: {_last(out, err, head)}")]
+    if not head:
+        return 0, [
+            Problem(NOT_READY, f"{master.host.name}: the port check failed: {master.answers.last_other()}")
+        ]
     if not head.startswith("port "):
         if given_port:
             return 0, [
@@ -333,22 +458,23 @@ def _master_port_and_reach(
     lock = threading.Lock()
 
     def reach(check: HostCheck) -> None:
-        assert check.client is not None
-        cmd = probe_command(
-            check.python, "connect", master_addr, str(port), tokens[check.host.name], str(REACH_TIMEOUT_S)
-        )
+        assert check.answers is not None
+        command = f"connect {master_addr} {port} {tokens[check.host.name]} {REACH_TIMEOUT_S}"
         try:
-            res = ssh.run(check.client, cmd, timeout=REACH_TIMEOUT_S + 10)
-            answer = res.stdout.strip() or res.last_line
-        except GpuprovError as exc:
-            answer = f"error {exc.message}"
+            answer = check.answers.ask(command, ("ok", "error ")) or f"error {check.answers.last_other()}"
+        except (TimeoutError, paramiko.SSHException, OSError) as exc:
+            answer = f"error SSH failed ({exc})"
         if answer != "ok":
             with lock:
                 connect_errors[check.host.name] = answer.removeprefix("error ")
 
     ssh.values(ssh.fan_out(workers, reach))
-    received = {line.split(" ", 1)[1] for line in out.read().decode(errors="replace").splitlines()
-                if line.startswith("got ")}  # fmt: skip
+    received = set()
+    try:
+        while (line := master.answers.ask("", ("got ", "listened"))) not in (None, "listened"):
+            received.add(line.split(" ", 1)[1])
+    except (TimeoutError, paramiko.SSHException, OSError):
+        pass  # the hosts whose token did not arrive are named below
     problems = []
     for check in workers:
         name = check.host.name

@@ -6,11 +6,14 @@ Each command prints its answer on stdout:
 
     probe.py look                                  one JSON line: the env's torch, read from its files
     probe.py import                                one JSON line: torch's versions after a real `import torch`
+    probe.py check                                 look's line, then (on stdin) listen or connect, while
+                                                   import runs in a thread when it is needed (see check())
     probe.py listen FIRST COUNT EXPECTED TIMEOUT   `port N` (or `busy`), then `got TOKEN` per connection
     probe.py connect ADDRESS PORT TOKEN TIMEOUT    `ok`, or `error WHY`
 
 `look` takes milliseconds, so a missing env or torch is reported at once; `import` (seconds) has the last
 word and runs meanwhile, unless this env imported torch before and has not changed since (env_state).
+`check` is what preflight runs: all of them on one channel per host.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import os
 import socket
 import sys
 import sysconfig
+import threading
 import time
 
 
@@ -131,10 +135,10 @@ def listen(first: int, count: int, expected: int, timeout: float) -> None:
         sock = s
         break
     if sock is None:
-        print("busy", flush=True)
+        _say("busy")
         return
     sock.listen(64)
-    print(f"port {port}", flush=True)
+    _say(f"port {port}")
     deadline = time.monotonic() + timeout
     got = 0
     while got < expected and time.monotonic() < deadline:
@@ -155,7 +159,7 @@ def listen(first: int, count: int, expected: int, timeout: float) -> None:
         except OSError:
             pass
         conn.close()
-        print("got " + data.decode(errors="replace").strip(), flush=True)
+        _say("got " + data.decode(errors="replace").strip())
         got += 1
     sock.close()
 
@@ -167,9 +171,42 @@ def connect(address: str, port: int, token: str, timeout: float) -> None:
         conn.sendall(token.encode() + b"\n")
         conn.close()
     except OSError as exc:
-        print(f"error {exc.strerror or exc}", flush=True)
+        _say(f"error {exc.strerror or exc}")
     else:
-        print("ok", flush=True)
+        _say("ok")
+
+
+_output = threading.Lock()
+
+
+def _say(line: str) -> None:
+    """One whole line on stdout (check's import thread and its listen or connect share it)."""
+    with _output:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def check() -> None:
+    """look's line at once; then, while a needed `import torch` runs in a thread (its line `import JSON`
+    when done), the `listen ...` or `connect ...` commands read from stdin (listen ends with `listened`),
+    until end of input. An env without a usable torch ends after look's line."""
+    found = look()
+    _say(json.dumps(found))
+    if "error" in found:
+        return
+    importing = None
+    if not found.get("imported_before"):
+        importing = threading.Thread(target=lambda: _say("import " + json.dumps(import_torch())))
+        importing.start()
+    for line in sys.stdin:
+        words = line.split()
+        if words[:1] == ["listen"] and len(words) == 5:
+            listen(int(words[1]), int(words[2]), int(words[3]), float(words[4]))
+            _say("listened")
+        elif words[:1] == ["connect"] and len(words) == 5:
+            connect(words[1], int(words[2]), words[3], float(words[4]))
+    if importing is not None:
+        importing.join()
 
 
 def main(argv: list[str]) -> int:
@@ -178,6 +215,8 @@ def main(argv: list[str]) -> int:
         print(json.dumps(look()), flush=True)
     elif command == "import" and not args:
         print(json.dumps(import_torch()), flush=True)
+    elif command == "check" and not args:
+        check()
     elif command == "listen" and len(args) == 4:
         listen(int(args[0]), int(args[1]), int(args[2]), float(args[3]))
     elif command == "connect" and len(args) == 4:

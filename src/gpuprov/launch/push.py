@@ -1,4 +1,4 @@
-"""Push the script and --workdir to each host's job directory over SFTP.
+"""Push the script and --workdir to each host's job directory, on one SSH channel per host (receive.py).
 
 Files go to a content-addressed store on the host (~/.gpuprov/files/<sha256>) and are hard-linked into
 the job's work directory, so a re-launch sends only the files that changed. The workdir is sent without
@@ -13,8 +13,8 @@ it are private to the user (0700 directories, 0600 files): run.sh carries the jo
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import shlex
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,62 +111,91 @@ def collect(script: Path, workdir: Path | None, include_large: bool, max_file_mb
     return Payload(sorted(files.values(), key=lambda f: f.rel), script_rel, skipped, sorted(links))
 
 
-def setup_command(job_dir: str) -> str:
-    """Make the store and the job's directories on the host, all private to the user (old ones too)."""
-    private = [".gpuprov", STORE_DIR, remote.JOBS_DIR, job_dir]
-    made = [STORE_DIR, f"{job_dir}/work", f"{job_dir}/ranks"]
-    return (
-        f"umask 077 && mkdir -p {' '.join(remote.home_path(d) for d in made)} && "
-        f"chmod 700 {' '.join(remote.home_path(d) for d in private)}"
-    )
+RECEIVE_SOURCE = Path(__file__).with_name("receive.py")  # the host's side, stdlib only
+ANSWER_TIMEOUT_S = 60.0  # for each answer of the host's receive.py (a big store listing, slow disks)
 
 
-def link_script(job_dir: str, files: list[LocalFile]) -> str:
-    """The shell script that hard-links the stored files into the job's work directory."""
-    # Hard links (not symlinks: Python puts a script's real directory on sys.path).
-    lines = ["set -e", "umask 077", f"cd {remote.home_path(f'{job_dir}/work')}"]
-    dirs = sorted({str(Path(f.rel).parent) for f in files} - {"."})
-    if dirs:
-        lines.append("mkdir -p -- " + " ".join(shlex.quote(d) for d in dirs))
-    stored = {f.sha256: remote.home_path(f"{STORE_DIR}/{f.sha256}") for f in files}
-    lines += [f"ln -f -- {stored[f.sha256]} {shlex.quote(f.rel)}" for f in files]
-    return "\n".join(lines) + "\n"
+class Delivery:
+    """One host's push in flight: receive.py on its own channel, holding the files until told to start.
+
+    The same channel then carries the job: start() turns it into the agent's (attach: its stream).
+    """
+
+    def __init__(self, host: str, channel: paramiko.Channel, stats: PushStats) -> None:
+        self.host = host
+        self.channel = channel
+        self.stats = stats
+
+    def start(self, how: str) -> paramiko.Channel:
+        """Run `agent.py how` (attach or start) in place of receive.py, on the same channel."""
+        self.channel.sendall(f"{how}\n".encode())
+        self.channel.settimeout(None)  # a job's stream waits as long as the job runs
+        return self.channel
+
+    def cancel(self) -> None:
+        """End of input: receive.py exits without starting anything."""
+        self.channel.close()
+
+
+def receive_command(python: str, job_dir: str) -> str:
+    return remote.python_command(python, RECEIVE_SOURCE.read_text(), job_dir)
 
 
 def push(
     host: str,
     client: paramiko.SSHClient,
+    python: str,
     job_dir: str,
     payload: Payload,
     extra: dict[str, bytes],
-) -> PushStats:
-    """Create job_dir (relative to home) on the host with work/ filled from payload and the extra files."""
-    setup = ssh.run(client, setup_command(job_dir))
-    if setup.rc != 0:
-        raise GpuprovError(f"{host}: cannot create ~/{job_dir}: {setup.last_line}")
-    sent = sent_bytes = 0
+) -> Delivery:
+    """Fill job_dir (relative to home) on the host: work/ from payload, the extra files beside it.
+
+    One command (receive.py) and one exchange on it: the host says which files its store lacks, then gets
+    them and the extra files in one stream. The channel stays open; Delivery.start() starts the job on it.
+    """
+    unique = {f.sha256: f for f in payload.files}
+    header = {
+        "files": [[f.sha256, f.size, f.rel, f.executable] for f in payload.files],
+        "extra": [[name, len(data)] for name, data in extra.items()],
+    }
+    channel = None
     try:
-        with client.open_sftp() as sftp:
-            home = sftp.normalize(".")
-            store = f"{home}/{STORE_DIR}"
-            present = set(sftp.listdir(store))
-            for item in {f.sha256: f for f in payload.files}.values():
-                if item.sha256 in present:
-                    continue
-                # The store is already 0700 (setup_command): nobody else sees the file while it is copied.
-                ssh.put(sftp, item.path, f"{store}/{item.sha256}", 0o700 if item.executable else 0o600)
-                sent += 1
-                sent_bytes += item.size
-            for name, data in extra.items():
-                ssh.put_bytes(sftp, data, f"{home}/{job_dir}/{name}", 0o600)  # run.sh carries the job's env
+        channel = ssh.open_channel(client, receive_command(python, job_dir), read_timeout=ANSWER_TIMEOUT_S)
+        answers = channel.makefile("rb")
+        channel.sendall(json.dumps(header).encode() + b"\n")
+        wanted = json.loads(answers.readline() or b"null")
+        if not isinstance(wanted, list):
+            raise GpuprovError(f"{host}: cannot create ~/{job_dir}: {_why(channel)}")
+        sent_bytes = 0
+        for sha in wanted:
+            with unique[sha].path.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    channel.sendall(block)
+            sent_bytes += unique[sha].size
+        for data in extra.values():
+            channel.sendall(data)
+        done = json.loads(answers.readline() or b"null")
+        if not isinstance(done, dict) or not done.get("ok"):
+            raise GpuprovError(f"{host}: copying the job's files into ~/{job_dir} failed: {_why(channel)}")
     except ssh.SessionLost as exc:
         raise GpuprovError(f"{host}: copying the job's files failed: {exc.cause}") from None
-    except (OSError, paramiko.SSHException) as exc:
+    except (OSError, paramiko.SSHException, ValueError) as exc:
+        if channel is not None:
+            channel.close()
         raise GpuprovError(f"{host}: copying the job's files failed: {exc}") from None
-    linked = ssh.run(client, "sh -s", stdin=link_script(job_dir, payload.files).encode())
-    if linked.rc != 0:
-        raise GpuprovError(
-            f"{host}: linking the job's files into ~/{job_dir}/work failed: {linked.last_line}"
-        )
-    unchanged = len({f.sha256 for f in payload.files}) - sent
-    return PushStats(sent, sent_bytes, unchanged)
+    except BaseException:
+        if channel is not None:
+            channel.close()
+        raise
+    return Delivery(host, channel, PushStats(len(wanted), sent_bytes, len(unique) - len(wanted)))
+
+
+def _why(channel: paramiko.Channel) -> str:
+    """receive.py's last line on stderr (it exits after a problem)."""
+    try:
+        text = channel.makefile_stderr("rb").read().decode(errors="replace").strip()
+    except (OSError, paramiko.SSHException):
+        text = ""
+    channel.close()
+    return (text.splitlines() or ["no answer"])[-1]

@@ -85,17 +85,6 @@ class HostStream:
         self.channel.close()
 
 
-def open_stream(
-    host: str, client: paramiko.SSHClient, command: str, events: queue.Queue[Event]
-) -> HostStream:
-    transport = client.get_transport()
-    if transport is None or not transport.is_active():
-        raise paramiko.SSHException("not connected")
-    channel = transport.open_session(timeout=10)
-    channel.exec_command(command)
-    return HostStream(host, channel, events)
-
-
 class Printer:
     """Prints lines as 'host/rank | text' and appends them to one local log file per host."""
 

@@ -204,8 +204,7 @@ def test_commands_sent_to_hosts_quote_every_value(tmp_path: Path) -> None:
     commands = [
         remote.agent_command("true", hostile, "stop", hostile, "5"),
         remote.log_command(hostile),
-        push.setup_command(hostile),
-        push.link_script(hostile, [push.LocalFile(hostile, tmp_path, "0" * 64, 0, False)]),
+        push.receive_command("true", hostile),
     ]
     for command in commands:
         subprocess.run(["sh", "-c", command], env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})

@@ -8,6 +8,7 @@ from typing import Any
 import paramiko
 import pytest
 
+from gpuprov import ssh
 from gpuprov.launch import jobs, stopping, stream
 from gpuprov.launch.attached import AttachedJob
 
@@ -154,7 +155,7 @@ def test_a_host_that_cannot_start_fails_the_job(
     def refuse(*args: Any) -> None:
         raise paramiko.SSHException("not connected")
 
-    monkeypatch.setattr(stream, "open_stream", refuse)
+    monkeypatch.setattr(ssh, "open_channel", refuse)
     assert job.open("node2", "agent attach") is False
     assert job.lost == {"node2": "could not start: not connected"} and job.first_failure == "node2"
     assert job.stopped_by_us == {"node1", "node3"}

@@ -4,13 +4,13 @@ recorded output of the real tool (tests/recorded/nvidia-smi/). The index column 
 
 from __future__ import annotations
 
+import shlex
+import subprocess
 from pathlib import Path
-from typing import Any
 
-import paramiko
 import pytest
 
-from gpuprov import hosts, ssh
+from gpuprov import ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import preflight
 
@@ -18,17 +18,16 @@ RECORDED = Path(__file__).parents[2] / "recorded" / "nvidia-smi"
 
 
 def count(monkeypatch: pytest.MonkeyPatch, rc: int, stdout: str) -> int:
-    commands: list[str] = []
-
-    def answer(client: Any, command: str, timeout: float = 60, stdin: bytes | None = None) -> ssh.Result:
-        commands.append(command)
-        return ssh.Result(rc, stdout, "")
-
-    monkeypatch.setattr(ssh, "run", answer)
-    host = hosts.Host("node1", "10.0.0.5", 22, "root", None, Path("/nonexistent"))
-    gpus = preflight._gpu_count(preflight.HostCheck(host, client=paramiko.SSHClient()))
-    assert commands and "nvidia-smi --query-gpu=index --format=csv,noheader" in commands[0]
-    return gpus
+    """Run the host check's smi section in a shell whose nvidia-smi prints stdout and exits rc."""
+    fake = f"nvidia-smi() {{ printf '%s' {shlex.quote(stdout)}; return {rc}; }}\n"
+    if rc == 100:  # no nvidia-smi on the host at all
+        fake = "command() { return 1; }\n"
+    command = preflight.host_check_command("/nonexistent/python", count_gpus=True)
+    smi_line = next(line for line in command.splitlines() if "smi'" in line)
+    assert "nvidia-smi --query-gpu=index --format=csv,noheader" in smi_line
+    out = subprocess.run(["bash", "-c", fake + smi_line], capture_output=True, text=True).stdout
+    body, end = out.split("@@gpuprov smi\n", 1)[1].rsplit("@@gpuprov end ", 1)
+    return preflight.gpu_count(ssh.Result(int(end), body, ""))
 
 
 def recorded_indices() -> str:

@@ -1,0 +1,127 @@
+"""The receiving end of launch's push: one program per host that fills the job's directory, then starts it.
+
+Standard library only (it runs with the env's Python on the host, any Python >= 3.8), sent as the text of
+`python -c` on the one SSH channel that also carries the job afterwards: the push costs each host one
+command and one exchange on it, and starting the agent none of its own.
+
+    python -c <this file> JOB_DIR          JOB_DIR relative to the user's home
+
+On stdin, one JSON line: {"files": [[sha256, size, rel, executable], ...], "extra": [[name, size], ...]};
+the program makes the store (~/.gpuprov/files) and the job's directories (all 0700), and answers on stdout
+with one JSON line: the sha256s not yet in the store. Then stdin carries, back to back, the bytes of those
+files (in that order) and of each extra file; each is checked against its sha256 (store files), stored
+beside and renamed (so a store file is whole or absent), hard-linked into JOB_DIR/work under its rel, and
+the extra files are written into JOB_DIR (0600: run.sh carries the job's --env values). It answers
+`{"ok": true}` and waits for one more line: `attach` or `start` replaces this program with
+`agent.py attach|start JOB_DIR` on the same channel; end of input exits without starting anything (so no
+host starts the job before every host has received it). A problem: one line on stderr, exit status 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+STORE_DIR = ".gpuprov/files"
+JOBS_DIR = ".gpuprov/jobs"
+
+
+def _private_dirs(home: str, job_dir: str) -> None:
+    os.umask(0o077)
+    for rel in (STORE_DIR, job_dir + "/work", job_dir + "/ranks"):
+        os.makedirs(os.path.join(home, rel), exist_ok=True)
+    for rel in (".gpuprov", STORE_DIR, JOBS_DIR, job_dir):
+        os.chmod(os.path.join(home, rel), 0o700)
+
+
+def _read_exactly(stream: object, size: int) -> bytes:
+    chunks = []
+    left = size
+    while left:
+        chunk = stream.read(min(left, 1 << 20))  # type: ignore[attr-defined]
+        if not chunk:
+            raise SystemExit("the controller went away in the middle of a file")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_new(path: str, data: bytes, mode: int) -> None:
+    """Write beside, then rename: the file at path is whole or not there."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(f.fileno(), mode)
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _link(stored: str, work: str, rel: str) -> None:
+    target = os.path.join(work, rel)
+    if os.path.relpath(os.path.realpath(os.path.dirname(target)), os.path.realpath(work)).startswith(".."):
+        raise SystemExit("refusing a file outside the job's work directory: " + rel)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if os.path.lexists(target):
+        os.unlink(target)
+    # Hard links (not symlinks: Python puts a script's real directory on sys.path).
+    os.link(stored, target)
+
+
+def _answer(value: object) -> None:
+    sys.stdout.write(json.dumps(value) + "\n")
+    sys.stdout.flush()
+
+
+def receive(job_dir: str) -> str:
+    """Fill the job's directory from stdin; return what to do next ('attach', 'start', or '' to stop)."""
+    home = os.path.expanduser("~")
+    stdin = sys.stdin.buffer
+    header = json.loads(stdin.readline())
+    _private_dirs(home, job_dir)
+    store = os.path.join(home, STORE_DIR)
+    present = set(os.listdir(store))
+    wanted = []
+    for sha, _, _, _ in header["files"]:
+        if sha not in present and sha not in wanted:
+            wanted.append(sha)
+    _answer(wanted)
+    sizes = {sha: size for sha, size, _, _ in header["files"]}
+    executable = {sha for sha, _, _, exe in header["files"] if exe}
+    for sha in wanted:
+        data = _read_exactly(stdin, sizes[sha])
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise SystemExit("a file arrived damaged (its sha256 differs); launch again")
+        _write_new(os.path.join(store, sha), data, 0o700 if sha in executable else 0o600)
+    for name, size in header["extra"]:
+        if "/" in name or name.startswith("."):
+            raise SystemExit("refusing an extra file name: " + name)
+        _write_new(os.path.join(home, job_dir, name), _read_exactly(stdin, size), 0o600)
+    work = os.path.join(home, job_dir, "work")
+    for sha, _, rel, _ in header["files"]:
+        _link(os.path.join(store, sha), work, rel)
+    _answer({"ok": True, "sent": len(wanted)})
+    return stdin.readline().decode().strip()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        sys.stderr.write("usage: python -c <receive.py> JOB_DIR\n")
+        return 2
+    job_dir = argv[0]
+    try:
+        then = receive(job_dir)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
+        return 1
+    if then in ("attach", "start"):
+        agent = os.path.join(os.path.expanduser("~"), job_dir, "agent.py")
+        jobdir = os.path.join(os.path.expanduser("~"), job_dir)
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable, agent, then, jobdir])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

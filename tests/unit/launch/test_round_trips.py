@@ -1,0 +1,137 @@
+"""How many SSH round trips a launch costs each host, counted on a fake connection whose channels run their
+commands in a local shell (the "host" is this machine, its home a temporary folder, its torch a stand-in).
+
+A channel is one round trip (open and exec, then its answers); a command run and waited for is another.
+The issue's target: one connection per host, preflight in one command (the master's port check and each
+worker's test connection to it on the same channel), the push in one command with one exchange, and the
+agent started on the push's channel with no command of its own.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from gpuprov import hosts, ssh
+from gpuprov.launch import preflight, push
+from gpuprov.launch.options import Nproc
+from tests.unit.launch.test_probe import _torch
+
+
+class LocalChannel:
+    """A paramiko Channel's surface, over `bash -c command` on this machine."""
+
+    def __init__(self, command: str, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            ["bash", "-c", command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        self.closed = False
+
+    def settimeout(self, timeout: float | None) -> None:
+        pass
+
+    def makefile(self, mode: str) -> IO[bytes]:
+        assert self.proc.stdout is not None
+        return self.proc.stdout
+
+    def makefile_stderr(self, mode: str) -> IO[bytes]:
+        assert self.proc.stderr is not None
+        return self.proc.stderr
+
+    def sendall(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def shutdown_write(self) -> None:
+        assert self.proc.stdin is not None
+        if not self.proc.stdin.closed:
+            self.proc.stdin.close()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.shutdown_write()
+            self.proc.wait(timeout=30)
+
+
+class Client(str):
+    """The fake connection: its host's name."""
+
+    def close(self) -> None:
+        pass
+
+
+class Counting:
+    """ssh.connect, ssh.open_channel and ssh.run, each host's calls counted, its commands run locally."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.connections: Counter[str] = Counter()
+        self.round_trips: Counter[str] = Counter()
+        self.channels: list[LocalChannel] = []
+
+    def connect(self, host: hosts.Host, timeout: float = 0) -> Any:
+        self.connections[host.name] += 1
+        return Client(host.name)
+
+    def open_channel(self, client: Any, command: str, **_: Any) -> Any:
+        self.round_trips[client] += 1
+        channel = LocalChannel(command, self.env)
+        self.channels.append(channel)
+        return channel
+
+    def run(self, client: Any, command: str, timeout: float = 60, stdin: bytes | None = None) -> ssh.Result:
+        self.round_trips[client] += 1
+        proc = subprocess.run(["bash", "-c", command], input=stdin, capture_output=True, env=self.env)
+        return ssh.Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+@pytest.mark.parametrize("imported_before", [False, True], ids=["first-launch", "env-unchanged"])
+def test_each_host_costs_one_connection_and_two_round_trips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, imported_before: bool
+) -> None:
+    site = _torch(tmp_path / "site")
+    env = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(site),
+           "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+    (tmp_path / "home").mkdir()
+    fake = Counting(env)
+    for name in ("connect", "open_channel", "run"):
+        monkeypatch.setattr(ssh, name, getattr(fake, name))
+    names = ["node1", "node2", "node3"]
+    selected = [
+        hosts.Host(n, "127.0.0.1", 22, "u", None, tmp_path / "kh", vars={"gpuprov_python": sys.executable})
+        for n in names
+    ]
+    if imported_before:  # an earlier launch imported this torch: preflight skips the import
+        preflight.run(selected[:1], "127.0.0.1", None, Nproc("auto")).close()
+        fake.connections.clear()
+        fake.round_trips.clear()
+
+    checks = preflight.run(selected, "127.0.0.1", None, Nproc("auto"))
+    assert [c.torch for c in checks.checks] == ["2.13.0+cpu"] * 3 and checks.master_port
+    # Preflight: each host's checks in one command, on whose channel the master then listens and every
+    # other host connects to it.
+    assert fake.round_trips == {"node1": 1, "node2": 1, "node3": 1}
+
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    payload = push.collect(script, None, include_large=False, max_file_mb=10)
+    job_dir = ".gpuprov/jobs/20250101-000000-abcd"
+    for check in checks.checks:
+        delivery = push.push(check.host.name, check.client, check.python, job_dir, payload, {"job_id": b"x"})
+        delivery.cancel()  # end of input: receive.py exits without starting (its start needs no command)
+    assert fake.connections == {n: 1 for n in names}
+    assert fake.round_trips == {"node1": 2, "node2": 2, "node3": 2}
+    assert (tmp_path / "home" / job_dir / "work" / "train.py").read_text() == "print('hi')\n"
+    for channel in fake.channels:
+        channel.close()
