@@ -8,7 +8,7 @@ import click
 
 from gpuprov import console
 
-from . import options, report, run
+from . import options, report
 
 
 @click.command("bench", context_settings={"help_option_names": ["-h", "--help"]})
@@ -80,6 +80,8 @@ def bench(
         as_json=as_json,
         out=out,
     )
+    from . import run  # the launch flow and paramiko: only once the options are good
+
     if opts.as_json:  # stdout is the JSON alone; the jobs' lines go to stderr
         with console.job_lines_on_stderr():
             runs = run.run_all(opts)

@@ -7,13 +7,15 @@ import importlib
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuprov import console
 from gpuprov.errors import GpuprovError
 
 from . import references, scaling
-from .run import RunResult
+
+if TYPE_CHECKING:  # run imports the launch flow (paramiko): not needed to draw a report
+    from .run import RunResult
 
 METHOD = (
     "DDP, one process per GPU (one per host without GPUs); weak scaling at a fixed per-process batch; "

@@ -228,12 +228,19 @@ def _push_all(
     def one(host: hosts.Host) -> None:
         extra = {SBATCH_FILE: text.encode()}
         if host.name == controller:
-            push.push(host.name, ctl, job.remote_dir, payload, extra)
+            _deliver(host.name, ctl, job.remote_dir, payload, extra)
             return
         with _connected(host) as client:
-            push.push(host.name, client, job.remote_dir, payload, extra)
+            _deliver(host.name, client, job.remote_dir, payload, extra)
 
     ssh.values(ssh.fan_out(targets, one))
+
+
+def _deliver(
+    host: str, client: paramiko.SSHClient, job_dir: str, payload: push.Payload, extra: dict[str, bytes]
+) -> None:
+    """Copy the job's files to the host; Slurm starts the job, so the push's channel starts nothing."""
+    push.push(host, client, preflight.DEFAULT_PYTHON, job_dir, payload, extra).cancel()
 
 
 # ----- following ---------------------------------------------------------------------------------------
