@@ -29,21 +29,33 @@ def build(opts: LaunchOptions, argv: list[str]) -> str:
         else str(opts.script)
     )
     target = opts.emit_sbatch or Path("job.sbatch")
-    return render.sbatch_script(
-        render.SbatchJob(
-            job_name=f"gpuprov-{opts.script.stem}",
-            nnodes=node_count(opts),
-            nproc=str(opts.nproc),
-            python=preflight.DEFAULT_PYTHON,
-            workdir=str(workdir),
-            script=script,
-            script_args=opts.script_args,
-            master_port=opts.master_port or DEFAULT_MASTER_PORT,
-            max_restarts=opts.max_restarts,
-            env=opts.env,
-            launch_args=" ".join(shlex.quote(a) for a in argv),
-            file_name=target.name,
-        )
+    return render.sbatch_script(job(opts, argv, node_count(opts), str(workdir), script, target.name))
+
+
+def job(
+    opts: LaunchOptions,
+    argv: list[str],
+    nnodes: int,
+    workdir: str,
+    script: str,
+    file_name: str,
+    workdir_relative: bool = False,
+) -> render.SbatchJob:
+    """What the sbatch template is given for this launch (--emit-sbatch and --scheduler slurm alike)."""
+    return render.SbatchJob(
+        job_name=f"gpuprov-{opts.script.stem}",
+        nnodes=nnodes,
+        nproc=str(opts.nproc),
+        python=preflight.DEFAULT_PYTHON,
+        workdir=workdir,
+        script=script,
+        script_args=opts.script_args,
+        master_port=opts.master_port or DEFAULT_MASTER_PORT,
+        max_restarts=opts.max_restarts,
+        env=opts.env,
+        launch_args=" ".join(shlex.quote(a) for a in argv),
+        file_name=file_name,
+        workdir_relative=workdir_relative,
     )
 
 

@@ -23,7 +23,7 @@ import paramiko
 
 from gpuprov import console, hosts, interrupts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
-from gpuprov.launch import jobs, preflight, push, render, selection, stream
+from gpuprov.launch import jobs, preflight, push, render, sbatch, selection, stream
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
 
 CONTROLLER_GROUP = "slurm_controller"
@@ -101,23 +101,8 @@ def default_partition(client: paramiko.SSHClient, controller: str) -> Partition:
 
 def sbatch_text(opts: LaunchOptions, nnodes: int, argv: list[str], script: str) -> str:
     """The sbatch script for this job; srun runs torchrun on `script` in work/ beside it."""
-    return render.sbatch_script(
-        render.SbatchJob(
-            job_name=f"gpuprov-{opts.script.stem}",
-            nnodes=nnodes,
-            nproc=str(opts.nproc),
-            python=preflight.DEFAULT_PYTHON,
-            workdir="work",
-            script=script,
-            script_args=opts.script_args,
-            master_port=opts.master_port or DEFAULT_MASTER_PORT,
-            max_restarts=opts.max_restarts,
-            env=opts.env,
-            launch_args=" ".join(shlex.quote(a) for a in argv),
-            file_name=SBATCH_FILE,
-            workdir_relative=True,
-        )
-    )
+    job = sbatch.job(opts, argv, nnodes, "work", script, SBATCH_FILE, workdir_relative=True)
+    return render.sbatch_script(job)
 
 
 def launch(opts: LaunchOptions, argv: list[str]) -> str:

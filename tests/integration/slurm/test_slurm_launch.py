@@ -10,29 +10,18 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import BIN, Sandbox
+from tests.integration.job_scripts import write_sleeper
 from tests.integration.launch.conftest import REPO, docker_exec, python_processes
 from tests.integration.slurm.conftest import node_container
 
 pytestmark = pytest.mark.integration
 
 EXAMPLE = str(REPO / "examples" / "train_ddp.py")
-SLEEPER = """
-import os, sys, time
-rank = int(os.environ["RANK"])
-print(f"rank {rank} up", flush=True)
-if os.environ.get("CRASH") and rank == 1:
-    time.sleep(1.0)
-    print("rank 1 fails now", flush=True)
-    sys.exit(3)
-time.sleep(300)
-"""
 
 
 @pytest.fixture(scope="module")
 def sleeper(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("slurm-scripts") / "sleeper.py"
-    path.write_text(SLEEPER)
-    return path
+    return write_sleeper(tmp_path_factory.mktemp("slurm-scripts"))
 
 
 def gp(sandbox: Sandbox, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
