@@ -21,9 +21,17 @@ READ_BACK = {
     },
     "__cuda_facts": {"stdout_lines": ["/usr/local/cuda-12.4", "12.4", "12.4.1"]},
     "__cudnn_installed": {
-        "stdout_lines": ["libcudnn9-cuda-12 9.5.1.17-1", "libcudnn9-dev-cuda-12 9.5.1.17-1"]
+        "stdout_lines": [
+            "libcudnn9-cuda-12 9.5.1.17-1 hold ok installed",
+            "libcudnn9-dev-cuda-12 9.5.1.17-1 hold ok installed",
+        ]
     },
-    "__nccl_installed": {"stdout_lines": ["libnccl2 2.21.5-1+cuda12.4", "libnccl-dev 2.21.5-1+cuda12.4"]},
+    "__nccl_installed": {
+        "stdout_lines": [
+            "libnccl2 2.21.5-1+cuda12.4 hold ok installed",
+            "libnccl-dev 2.21.5-1+cuda12.4 hold ok installed",
+        ]
+    },
     "__python_env_probe": {"stdout": json.dumps({"python_version": "3.11.2", "torch_version": "2.13.0+cpu"})},
     "python_env_pytorch": True,
 }
