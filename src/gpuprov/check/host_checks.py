@@ -370,7 +370,8 @@ def _smi(view: HostView) -> tuple[parsers.SmiQuery | None, str | None]:
         return None, why
     if run.get("rc") != 0:
         text = (str(run.get("stdout", "")) + str(run.get("stderr", ""))).strip()
-        return None, f"nvidia-smi -q exited {run.get('rc')}: {(text.splitlines() or [''])[-1]}"
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "no output")
+        return None, f"nvidia-smi -q exited {run.get('rc')}: {first}"
     return parsers.smi_query(str(run.get("stdout", ""))), None
 
 
