@@ -41,7 +41,9 @@ def one_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
     (tmp_path / "inventory.ini").write_text(
-        "[gpu_nodes]\nnode1 ansible_host=127.0.0.1 ansible_port=1\nnode2 ansible_host=127.0.0.1 ansible_port=2\n"
+        "[gpu_nodes]\n"
+        "node1 ansible_host=127.0.0.1 ansible_port=1\n"
+        "node2 ansible_host=127.0.0.1 ansible_port=2\n"
     )
     (tmp_path / "group_vars" / "all").mkdir(parents=True)
     (tmp_path / "group_vars" / "all" / "gpu_stack.yml").write_text(LOCK)
