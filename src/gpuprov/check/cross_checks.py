@@ -18,15 +18,19 @@ def versions_agree(results: list[Result], host_count: int) -> list[Result]:
             Result("versions-agree", "cluster", Status.NOT_APPLICABLE, detail="one host: nothing to compare")
         ]
     found: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    off_lock: set[tuple[str, str]] = set()  # (check, value) that some host's lock check failed
     for result in results:
         if result.check in VERSION_CHECKS and result.measured and result.status in (Status.PASS, Status.FAIL):
             found[result.check][result.measured].append(result.host)
+            if result.status is Status.FAIL:
+                off_lock.add((result.check, result.measured))
     out = []
     for check in VERSION_CHECKS:
         groups = found.get(check)
         if not groups:
             continue
-        ranked = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+        # The largest group is the common one; on a tie, the group whose value is the lock's.
+        ranked = sorted(groups.items(), key=lambda item: (-len(item[1]), (check, item[0]) in off_lock, item[0]))
         if len(ranked) == 1:
             value, hosts = ranked[0]
             out.append(
