@@ -30,7 +30,9 @@ def versions_agree(results: list[Result], host_count: int) -> list[Result]:
         if not groups:
             continue
         # The largest group is the common one; on a tie, the group whose value is the lock's.
-        ranked = sorted(groups.items(), key=lambda item: (-len(item[1]), (check, item[0]) in off_lock, item[0]))
+        ranked = sorted(
+            groups.items(), key=lambda item: (-len(item[1]), (check, item[0]) in off_lock, item[0])
+        )
         if len(ranked) == 1:
             value, hosts = ranked[0]
             out.append(

@@ -413,6 +413,41 @@ def gpu_count(view: HostView) -> list[Result]:
     ]
 
 
+def cuda_driver(view: HostView) -> list[Result]:
+    """The locked CUDA is not newer than the newest CUDA the loaded driver supports (nvidia-smi's
+    `CUDA Version`)."""
+    if not view.has_gpus:
+        return view.not_applicable("cuda-driver", NO_GPU)
+    query, why = _smi(view)
+    if query is None:
+        return [view.result("cuda-driver", Status.COULD_NOT_RUN, detail=str(why))]
+    wanted = ".".join(view.lock.get("cuda_version", "").split(".")[:2])
+    if query.cuda_version is None:
+        return [
+            view.result(
+                "cuda-driver",
+                Status.COULD_NOT_RUN,
+                expected=f">= {wanted}",
+                detail="nvidia-smi -q shows no CUDA Version for the driver",
+            )
+        ]
+    ok = _release(query.cuda_version) >= _release(wanted)
+    return [
+        view.result(
+            "cuda-driver",
+            Status.PASS if ok else Status.FAIL,
+            measured=query.cuda_version,
+            expected=f">= {wanted}",
+            source="the lock's cuda_version; nvidia-smi -q 'CUDA Version' (the newest the driver supports)",
+            action="" if ok else "load the locked driver (reboot after gpuprov bootstrap)",
+        )
+    ]
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
 def persistence(view: HostView) -> list[Result]:
     if not view.has_gpus:
         return view.not_applicable("persistence", NO_GPU)
@@ -658,6 +693,7 @@ CHECKS: dict[str, Check] = {
     "holds": holds,
     "torch": python_env,  # also gives "python"
     "gpu-count": gpu_count,
+    "cuda-driver": cuda_driver,
     "persistence": persistence,
     "xid": xid_events,
     "nvlink": nvlink,

@@ -245,3 +245,12 @@ def test_order_and_exit_codes() -> None:
     assert exit_code(results) is ExitCode.FAILURE
     assert exit_code(results[:3]) is ExitCode.CHECK_COULD_NOT_RUN
     assert exit_code([results[0], results[1], results[4]]) is ExitCode.OK
+
+
+def test_locked_cuda_newer_than_the_driver_supports_fails() -> None:
+    newer = (RECORDED / "nvidia-smi" / "query-1xRTX5090-570.124.06").read_text()  # CUDA Version 12.8
+    older = (RECORDED / "nvidia-smi" / "query-1xV100-535.86.10").read_text()  # CUDA Version 12.2
+    ok = host_checks.cuda_driver(view(gathered(smi_q=ran(newer)), gpuprov_gpu_count=1))[0]
+    assert (ok.status, ok.measured, ok.expected) == (Status.PASS, "12.8", ">= 12.4")
+    too_old = host_checks.cuda_driver(view(gathered(smi_q=ran(older)), gpuprov_gpu_count=1))[0]
+    assert (too_old.status, too_old.measured) == (Status.FAIL, "12.2")
