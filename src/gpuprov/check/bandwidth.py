@@ -140,6 +140,15 @@ def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any])
 def pairs(inventory: Path, names: list[str], threshold: float) -> list[Result]:
     """Each host with the first one; the hosts whose pair misses are the suspects. When every pair misses,
     the first host is the slow one (or every other host is)."""
+    if len(names) == 2:  # the one pair is the all-hosts run again
+        return [
+            Result(
+                "bandwidth",
+                "cluster",
+                Status.WARN,
+                detail="two hosts: a pair test cannot tell which one is slow",
+            )
+        ]
     console.step(f"Isolating the slow host: {len(names) - 1} pair measurement(s)")
     measured: dict[str, float] = {}
     results = []
@@ -165,7 +174,7 @@ def pairs(inventory: Path, names: list[str], threshold: float) -> list[Result]:
             )
         )
     slow = [name for name, value in measured.items() if value < threshold]
-    if measured and len(slow) == len(measured) and len(names) > 2:
+    if measured and len(slow) == len(measured):
         culprit = names[0]
     elif slow and len(slow) < len(measured):
         culprit = ", ".join(slow)
@@ -179,15 +188,6 @@ def pairs(inventory: Path, names: list[str], threshold: float) -> list[Result]:
                 Status.FAIL,
                 detail=f"{culprit}: the slow host (its pairs miss, the others' pass)",
                 action="check its NIC, link speed, cabling and traffic shaping (tc); drain it until fixed",
-            )
-        )
-    elif len(names) == 2:
-        results.append(
-            Result(
-                "bandwidth",
-                "cluster",
-                Status.WARN,
-                detail="two hosts: a pair test cannot tell which one is slow",
             )
         )
     return results
