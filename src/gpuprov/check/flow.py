@@ -4,6 +4,7 @@ every host probed at once, the per-host and cross-host checks, the table, the re
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -58,15 +59,7 @@ def _wanted(opts: CheckOptions, name: str) -> bool:
 
 def _hosts(opts: CheckOptions) -> list[hosts.Host]:
     inventory = hosts.load(opts.inventory, opts.limit)
-    selected = [
-        hosts.Host(
-            **{
-                **{f: getattr(h, f) for f in h.__dataclass_fields__ if f != "vars"},
-                "vars": {**h.vars, **opts.extra_vars},
-            }
-        )
-        for h in inventory.hosts
-    ]
+    selected = [dataclasses.replace(h, vars={**h.vars, **opts.extra_vars}) for h in inventory.hosts]
     hosts.check_ssh_files(selected, where="", fix="fix the path in the inventory")
     for host in selected:
         stack = host.vars.get(hosts.LOCK_VARIABLE)
