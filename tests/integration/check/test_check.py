@@ -138,3 +138,46 @@ def test_failures_name_the_host_and_the_cause(broken_node2: Sandbox) -> None:
     # Failures come first in the table, each with what to do.
     lines = [line for line in proc.stderr.splitlines() if line.startswith(("fail", "warn", "pass"))]
     assert lines and lines[0].startswith("fail")
+
+
+@pytest.fixture
+def node2_with_one_gpu(ready: Sandbox) -> Iterator[Sandbox]:
+    """node2's stand-in nvidia-smi simulating one GPU (its settings file: standins/programs/gpus-conf.sh)."""
+    made = node_shell(ready, "node2", "test -d /etc/gpuprov || { mkdir /etc/gpuprov; echo made; }").strip()
+    node_shell(ready, "node2", "echo GPU_COUNT=1 > /etc/gpuprov/standin-gpus.conf")
+    try:
+        yield ready
+    finally:
+        node_shell(
+            ready, "node2", "rm -f /etc/gpuprov/standin-gpus.conf" + ("; rmdir /etc/gpuprov" if made else "")
+        )
+
+
+def test_a_gpu_missing_from_nvidia_smi(node2_with_one_gpu: Sandbox) -> None:
+    proc = gpuprov(
+        "check",
+        str(node2_with_one_gpu.inventory),
+        "--limit",
+        "node2",
+        "--json",
+        "--quick",
+        "--only",
+        "gpu-count,cuda-driver",
+        "-e",
+        "gpuprov_gpu_count=2",
+        env={**node2_with_one_gpu.env, "COLUMNS": "200"},
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    results = {r["check"]: r for r in json.loads(proc.stdout)["results"]}
+    count = results["gpu-count"]
+    assert (count["host"], count["status"], count["measured"], count["expected"]) == (
+        "node2",
+        "fail",
+        "1",
+        "2",
+    )
+    assert count["source"] == "inventory (gpuprov_gpu_count)" and "missing" in count["action"]
+    # The stand-in's driver (550.127.08, CUDA 12.4) supports the locked CUDA 12.4.1.
+    assert (results["cuda-driver"]["status"], results["cuda-driver"]["measured"]) == ("pass", "12.4")
