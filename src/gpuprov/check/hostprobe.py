@@ -206,9 +206,6 @@ def collect(request: dict[str, object]) -> dict[str, object]:
     data["smi_q"] = _run([smi, "-q"])
     data["smi_nvlink"] = _run([smi, "nvlink", "--status"])
     data["ibstat"] = _run(["ibstat"])
-    data["dkms"] = _run(["dkms", "status"])
-    data["lsmod"] = _read("/proc/modules")
-    data["fabricmanager"] = _run(["systemctl", "is-active", "nvidia-fabricmanager"])
     data["env"] = _run([python, "-c", ENV_PROBE], timeout=120)
     data["seconds"] = round(time.monotonic() - started, 3)
     return data
