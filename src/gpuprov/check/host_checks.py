@@ -550,7 +550,7 @@ def sysctl(view: HostView) -> list[Result]:
     allowed: list[str] = []
     for key, value in wanted.items():
         if found.get(key) != value:
-            entry = f"{key}={found.get(key)} (wanted {value})"
+            entry = f"{key}={found.get(key) or '(absent)'} (wanted {value})"
             (allowed if tolerated and key in unsettable else wrong).append(entry)
     source = "network_tuning role (network_tuning_sysctl, _extra, _ephemeral_ports)"
     if wrong:
