@@ -93,6 +93,10 @@ from gpuprov.bootstrap.command import bootstrap as bootstrap_command  # noqa: E4
 
 cli.add_command(bootstrap_command)
 
+from gpuprov.check.command import check as check_command  # noqa: E402
+
+cli.add_command(check_command)
+
 from gpuprov.launch import commands as launch_commands  # noqa: E402
 
 for _command in launch_commands.COMMANDS:

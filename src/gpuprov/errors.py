@@ -18,6 +18,7 @@ class ExitCode(enum.IntEnum):
     HOSTS_FAILED = 5  # bootstrap: a task failed on at least one host
     HOSTS_UNREACHABLE = 6  # bootstrap, launch, logs: at least one host could not be reached
     PREFLIGHT_FAILED = 7  # bootstrap, launch: preflight found a host not ready; nothing was applied/started
+    CHECK_COULD_NOT_RUN = 8  # check: a check could not run (tool missing, timeout) and none failed
     INTERRUPTED = 130  # Ctrl-C
 
 

@@ -1,0 +1,144 @@
+"""`gpuprov check` from its options to the results: input checked (exit 2 before any host is contacted),
+every host probed at once, the per-host and cross-host checks, the table, the results kept, the exit code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuprov import console, hosts, lock
+from gpuprov.check import bandwidth, cross_checks, expected, gather, host_checks, output, ports, store
+from gpuprov.check.results import Result, Status, counts, exit_code
+from gpuprov.errors import BadInput, ExitCode
+
+# Result names --only / --skip take; a check function can give several ("torch" gives "python" too).
+PER_HOST = [*host_checks.CHECKS, "python"]
+CROSS_HOST = ["versions-agree", "ports", "bandwidth"]
+QUICK_SKIPS = ("ports", "bandwidth")  # --quick: the per-host checks and what follows from them only
+ALL_NAMES = ["ssh", *PER_HOST, *CROSS_HOST]
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    inventory: Path
+    limit: str | None = None
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    quick: bool = False
+    as_json: bool = False
+    extra_vars: dict[str, Any] = field(default_factory=dict)
+    verbose: bool = False
+
+
+def parse_names(text: str | None, option: str) -> tuple[str, ...]:
+    if text is None:
+        return ()
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise BadInput(f"{option} is empty; give check names separated by commas ({', '.join(ALL_NAMES)})")
+    unknown = [n for n in names if n not in ALL_NAMES]
+    if unknown:
+        raise BadInput(
+            f"{option}: no check named {', '.join(map(repr, unknown))}; the checks are {', '.join(ALL_NAMES)}"
+        )
+    return names
+
+
+def _wanted(opts: CheckOptions, name: str) -> bool:
+    if opts.only and name not in opts.only:
+        return False
+    if name in opts.skip:
+        return False
+    return not (opts.quick and name in QUICK_SKIPS)
+
+
+def _hosts(opts: CheckOptions) -> list[hosts.Host]:
+    inventory = hosts.load(opts.inventory, opts.limit)
+    selected = [dataclasses.replace(h, vars={**h.vars, **opts.extra_vars}) for h in inventory.hosts]
+    hosts.check_ssh_files(selected, where="", fix="fix the path in the inventory")
+    for host in selected:
+        stack = host.vars.get(hosts.LOCK_VARIABLE)
+        if stack is None:
+            raise BadInput(
+                f"{opts.inventory}: host {host.name} has no gpu_stack (the compatibility lock); "
+                "set it in group_vars or pass -e @lock.yml"
+            )
+        problems = lock.check(stack)
+        if problems:
+            raise BadInput(f"host {host.name}: the lock does not fit: {problems[0]}")
+    return selected
+
+
+def run(opts: CheckOptions) -> ExitCode:
+    started = time.monotonic()
+    selected = _hosts(opts)  # every input problem is found here, before any host is contacted
+    keys = sorted({k for h in selected for k in expected.sysctls(h.vars)})
+    console.step(f"Checking {len(selected)} host(s){' (quick)' if opts.quick else ''}")
+    found = gather.gather(selected, keys)
+    results: list[Result] = []
+    try:
+        for item in found:
+            if item.error is not None and item.unreachable:
+                results.append(
+                    Result(
+                        "ssh",
+                        item.host.name,
+                        Status.FAIL,
+                        detail=item.error,
+                        action="bring the host back or fix its SSH settings, then check again",
+                    )
+                )
+                continue
+            if item.error is not None:  # the host answers, gpuprov's program on it did not
+                results.append(
+                    Result(
+                        "ssh",
+                        item.host.name,
+                        Status.COULD_NOT_RUN,
+                        detail=item.error,
+                        action=f"check that {gather.system_python(item.host)} (Python 3.8+) runs on the host",
+                    )
+                )
+                continue
+            view = host_checks.HostView(item.host.name, item.host.vars, item.data)
+            for name, check in host_checks.CHECKS.items():
+                names = (name, "python") if name == "torch" else (name,)
+                if any(_wanted(opts, n) for n in names):
+                    results += [r for r in check(view) if _wanted(opts, r.check)]
+        if _wanted(opts, "versions-agree"):
+            results += cross_checks.versions_agree(results, len(selected))
+        if _wanted(opts, "ports"):
+            console.step("Testing the rendezvous and NCCL/gloo ports between the hosts")
+            results += ports.check(found)
+        if _wanted(opts, "bandwidth"):
+            console.step("Measuring all-reduce bus bandwidth across the hosts (gpuprov launch)")
+            results += bandwidth.check(opts.inventory, [g for g in found if g.error is None], opts.extra_vars)
+    finally:
+        for item in found:
+            if item.client is not None:
+                item.client.close()
+    code = exit_code(results)
+    summary = {
+        "inventory": str(opts.inventory),
+        "hosts": [h.name for h in selected],
+        "quick": opts.quick,
+        "seconds": round(time.monotonic() - started, 2),
+        "counts": counts(results),
+        "exit_code": int(code),
+        "results": [r.as_dict() for r in results],
+    }
+    where = store.save(summary)
+    if opts.as_json:
+        output.as_json(summary)
+    output.show(results, verbose=opts.verbose)
+    console.info(f"Results: {where / store.RESULTS} ({summary['seconds']} s)")
+    return code
+
+
+def names_help(names: Sequence[str]) -> str:
+    return ", ".join(names)

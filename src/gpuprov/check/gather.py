@@ -1,0 +1,85 @@
+"""Run hostprobe.py's `collect` on every host at once: one SSH connection and one command per host.
+
+Host key checking stays on (gpuprov.ssh.connect). A host that cannot be reached, or whose probe fails or
+times out, comes back with `error` set: every check of that host then could not run.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from gpuprov import hosts, ssh
+from gpuprov.errors import GpuprovError
+from gpuprov.launch.remote import python_command
+
+PROBE_SOURCE = Path(__file__).with_name("hostprobe.py")
+PROBE_TIMEOUT_S = 150.0  # the env's `import torch` may take a minute on a cold disk
+
+
+@functools.cache
+def probe_code() -> str:
+    return PROBE_SOURCE.read_text()
+
+
+def system_python(host: hosts.Host) -> str:
+    """The interpreter Ansible uses on the host (the probe needs only the standard library)."""
+    return str(host.vars.get("ansible_python_interpreter") or "python3")
+
+
+@dataclass
+class Gathered:
+    host: hosts.Host
+    data: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None  # why nothing could be gathered
+    unreachable: bool = True  # the error is SSH's (else the host program's)
+    client: paramiko.SSHClient | None = None
+
+
+def request(host: hosts.Host, sysctl_keys: list[str]) -> dict[str, Any]:
+    v = host.vars
+    return {
+        "python": v.get("gpuprov_python") or "",
+        "sysctl_keys": sysctl_keys,
+        "nccl_conf": v.get("network_tuning_nccl_conf_file") or "/etc/nccl.conf",
+        "cuda_home": v.get("cuda_home_link") or "/usr/local/cuda",
+    }
+
+
+def gather_one(host: hosts.Host, sysctl_keys: list[str]) -> Gathered:
+    found = Gathered(host)
+    try:
+        found.client = ssh.connect(host)
+        command = python_command(system_python(host), probe_code(), "collect")
+        stdin = json.dumps(request(host, sysctl_keys)).encode()
+        result = ssh.run(found.client, command, timeout=PROBE_TIMEOUT_S, stdin=stdin)
+    except GpuprovError as exc:
+        found.error = ssh.without_label(exc, host)
+        return found
+    found.unreachable = False
+    if result.rc != 0:
+        found.error = f"the check program failed on the host: {result.last_line}"
+        return found
+    try:
+        found.data = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        found.error = f"the check program printed no result: {result.last_line}"
+    return found
+
+
+def gather(selected: list[hosts.Host], sysctl_keys: list[str]) -> list[Gathered]:
+    outcomes = ssh.fan_out(selected, lambda h: gather_one(h, sysctl_keys), timeout=PROBE_TIMEOUT_S + 30)
+    gathered = []
+    for outcome in outcomes:
+        if outcome.error is not None:
+            if isinstance(outcome.error, KeyboardInterrupt):
+                raise outcome.error
+            gathered.append(Gathered(outcome.item, error=f"no answer: {outcome.error}"))
+        else:
+            gathered.append(outcome.get())
+    return gathered

@@ -1,0 +1,305 @@
+"""What `gpuprov check` runs on each host: reads, never changes. Standard library only (Python >= 3.8).
+
+Sent as the text of `python3 -c` in the SSH command, like launch's probe.py; nothing is written to the host.
+
+    hostprobe.py collect          reads a JSON request on stdin, prints one JSON object: everything the
+                                  per-host checks need, gathered in this one run (raw tool outputs; the
+                                  controller parses them)
+    hostprobe.py listen A B N T   binds the first free port of A..B (the rendezvous range) and a port the
+                                  kernel picks from ip_local_port_range (where NCCL and gloo listen),
+                                  prints `ports R E`, then `got TOKEN` per connection (up to N each) in T s
+    hostprobe.py connect T JSON   JSON: [[name, address, port], ...]; prints one JSON object
+                                  {name: "ok" or the error}, every target tried at once, T s each
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+TOOL_TIMEOUT_S = 20.0
+
+# Runs in the env's python: its versions after a real `import torch`, and its CUDA/GPU view.
+ENV_PROBE = r"""
+import json, sys
+info = {"python": ".".join(map(str, sys.version_info[:3]))}
+try:
+    import torch
+    info["torch"] = torch.__version__
+    info["torch_cuda"] = torch.version.cuda
+    info["cuda_available"] = bool(torch.cuda.is_available())
+    info["device_count"] = torch.cuda.device_count() if torch.version.cuda else 0
+    nccl = None
+    if torch.version.cuda:
+        try:
+            v = torch.cuda.nccl.version()
+            nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        except Exception:
+            nccl = None
+    info["torch_nccl"] = nccl
+except Exception as exc:
+    info["error"] = "%s: %s" % (type(exc).__name__, exc)
+print(json.dumps(info))
+"""
+
+
+def _run(argv: list[str], timeout: float = TOOL_TIMEOUT_S, stdin: str | None = None) -> dict[str, object]:
+    """A tool's exit status and output; rc None with `missing` or `timeout` when it did not run."""
+    if shutil.which(argv[0]) is None and not os.path.isabs(argv[0]):
+        return {"rc": None, "missing": True, "stdout": "", "stderr": ""}
+    if os.path.isabs(argv[0]) and not os.access(argv[0], os.X_OK):
+        return {"rc": None, "missing": True, "stdout": "", "stderr": ""}
+    try:
+        proc = subprocess.run(
+            argv,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=dict(os.environ, LC_ALL="C"),
+        )
+    except subprocess.TimeoutExpired:
+        return {"rc": None, "timeout": timeout, "stdout": "", "stderr": ""}
+    except OSError as exc:
+        return {"rc": None, "missing": True, "stdout": "", "stderr": str(exc)}
+    return {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _sysctls(keys: list[str]) -> dict[str, str | None]:
+    return {key: _sysctl(key) for key in keys}
+
+
+def _sysctl(key: str) -> str | None:
+    text = _read("/proc/sys/" + key.replace(".", "/"))
+    return " ".join(text.split()) if text is not None else None
+
+
+def _readonly(keys: list[str]) -> list[str]:
+    """The keys nobody can set here: missing (not in this network namespace), mode without write (a global
+    key seen from a container's namespace) or on a read-only mount (/proc/sys in a container)."""
+    found = []
+    for key in keys:
+        path = "/proc/sys/" + key.replace(".", "/")
+        try:
+            writable = bool(os.stat(path).st_mode & 0o200) and not os.statvfs(path).f_flag & os.ST_RDONLY
+        except OSError:
+            writable = False
+        if not writable:
+            found.append(key)
+    return found
+
+
+def _interfaces() -> dict[str, str]:
+    """Each network interface and its operstate (up, down, unknown)."""
+    found: dict[str, str] = {}
+    try:
+        names = os.listdir("/sys/class/net")
+    except OSError:
+        return found
+    for name in names:
+        state = _read(f"/sys/class/net/{name}/operstate")
+        found[name] = (state or "unknown").strip()
+    return found
+
+
+def _nvidia_pci_devices() -> int:
+    """NVIDIA GPUs on the PCI bus: vendor 0x10de, class 0x0300 (VGA) or 0x0302 (3D controller)."""
+    count = 0
+    try:
+        devices = os.listdir("/sys/bus/pci/devices")
+    except OSError:
+        return 0
+    for device in devices:
+        vendor = (_read(f"/sys/bus/pci/devices/{device}/vendor") or "").strip()
+        klass = (_read(f"/sys/bus/pci/devices/{device}/class") or "").strip()
+        if vendor == "0x10de" and klass[:6] in ("0x0300", "0x0302"):
+            count += 1
+    return count
+
+
+def _packages() -> dict[str, object]:
+    """Installed packages of the NVIDIA stack with their versions, and which are held."""
+    prefixes = ("nvidia-", "libnvidia-", "libcuda", "cuda-", "libcudnn", "cudnn", "libnccl", "kmod-nvidia")
+    if shutil.which("dpkg-query"):
+        res = _run(["dpkg-query", "-W", "-f=${Package}\t${Version}\t${db:Status-Abbrev}\n"])
+        installed = {}
+        for line in str(res["stdout"]).splitlines():  # status ii or hi: installed (held or not)
+            parts = line.split("\t")
+            if len(parts) == 3 and parts[0].startswith(prefixes) and parts[2][1:2] == "i":
+                installed[parts[0]] = parts[1]
+        holds = _run(["apt-mark", "showhold"])
+        held = str(holds["stdout"]).split() if holds["rc"] == 0 else None
+        return {"manager": "apt", "installed": installed, "held": held}
+    if shutil.which("rpm"):
+        res = _run(["rpm", "-qa", "--qf", "%{NAME}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\n"])
+        installed = {}
+        for line in str(res["stdout"]).splitlines():
+            parts = line.split("\t")
+            if len(parts) == 2 and parts[0].startswith(prefixes):
+                installed[parts[0]] = parts[1]
+        locks = _run(["dnf", "-q", "versionlock", "list"])
+        held = None
+        if locks["rc"] == 0:
+            # Lines like `nvidia-driver-3:550.127.08-1.el9.*`: the name is what comes before `-EPOCH:`.
+            held = []
+            for line in str(locks["stdout"]).splitlines():
+                name = line.strip().split(":")[0].rsplit("-", 1)[0]
+                if name:
+                    held.append(name)
+        return {"manager": "dnf", "installed": installed, "held": held}
+    return {"manager": None, "installed": {}, "held": None}
+
+
+def _kernel_log() -> dict[str, object]:
+    """The kernel log's NVRM lines since boot: dmesg, else sudo -n dmesg (dmesg_restrict), else journalctl."""
+    for argv in (["dmesg"], ["sudo", "-n", "dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q"]):
+        res = _run(argv)
+        if res["rc"] == 0:
+            lines = [line for line in str(res["stdout"]).splitlines() if "NVRM" in line]
+            return {"rc": 0, "tool": " ".join(argv), "stdout": "\n".join(lines[-500:])}
+    return {"rc": None, "tool": None, "stdout": "", "error": "dmesg, sudo -n dmesg and journalctl -k failed"}
+
+
+def collect(request: dict[str, object]) -> dict[str, object]:
+    started = time.monotonic()
+    fact = _read("/etc/ansible/facts.d/gpuprov_python_env.fact")
+    python = str(request.get("python") or "")
+    if not python:  # the python_env role's record of the env, else its default place
+        try:
+            python = str(json.loads(fact or "").get("python") or "")
+        except (ValueError, AttributeError):
+            python = ""
+        python = python or "/opt/gpuprov/envs/train/bin/python"
+    keys = [str(k) for k in request.get("sysctl_keys", [])]  # type: ignore[attr-defined]
+    data: dict[str, object] = {
+        "kernel": os.uname().release,
+        "proc_driver_version": _read("/proc/driver/nvidia/version"),
+        "pci_nvidia_gpus": _nvidia_pci_devices(),
+        "sysctl": _sysctls(keys),
+        "sysctl_readonly": _readonly(keys),
+        "nccl_conf": _read(str(request.get("nccl_conf") or "/etc/nccl.conf")),
+        "interfaces": _interfaces(),
+        "cuda_version_json": _read(str(request.get("cuda_home") or "/usr/local/cuda") + "/version.json"),
+        "python_env_fact": fact,
+        "python_path": python,
+        "packages": _packages(),
+        "infiniband": sorted(os.listdir("/sys/class/infiniband"))
+        if os.path.isdir("/sys/class/infiniband")
+        else [],
+        "kernel_log": _kernel_log(),
+    }
+    smi = "nvidia-smi"
+    data["smi_q"] = _run([smi, "-q"])
+    data["smi_nvlink"] = _run([smi, "nvlink", "--status"])
+    data["ibstat"] = _run(["ibstat"])
+    data["env"] = _run([python, "-c", ENV_PROBE], timeout=120)
+    data["seconds"] = round(time.monotonic() - started, 3)
+    return data
+
+
+def listen(first: int, last: int, expected: int, timeout: float) -> None:
+    socks = []
+    for candidates in (range(first, last + 1), [0]):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        bound = False
+        for port in candidates:
+            try:
+                s.bind(("0.0.0.0", port))
+                bound = True
+                break
+            except OSError:
+                continue
+        if not bound:
+            print("busy", flush=True)
+            return
+        s.listen(64)
+        socks.append(s)
+    print(f"ports {socks[0].getsockname()[1]} {socks[1].getsockname()[1]}", flush=True)
+    deadline = time.monotonic() + timeout
+    lock = threading.Lock()
+
+    def accept(s: socket.socket) -> None:
+        got = 0
+        while got < expected and time.monotonic() < deadline:
+            s.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                conn, _ = s.accept()
+            except OSError:
+                break
+            conn.settimeout(2)
+            data = b""
+            try:
+                while True:
+                    chunk = conn.recv(256)
+                    if not chunk:
+                        break
+                    data += chunk
+            except OSError:
+                pass
+            conn.close()
+            with lock:
+                print("got " + data.decode(errors="replace").strip(), flush=True)
+            got += 1
+        s.close()
+
+    threads = [threading.Thread(target=accept, args=(s,)) for s in socks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def connect(timeout: float, targets: list[list[object]]) -> None:
+    results: dict[str, str] = {}
+
+    def one(name: str, address: str, port: int, token: str) -> None:
+        try:
+            conn = socket.create_connection((address, port), timeout=timeout)
+            conn.sendall(token.encode() + b"\n")
+            conn.close()
+            results[name] = "ok"
+        except TimeoutError:
+            results[name] = f"timed out after {timeout:g}s"
+        except OSError as exc:
+            results[name] = exc.strerror or str(exc)
+
+    threads = [
+        threading.Thread(target=one, args=(str(t[0]), str(t[1]), int(str(t[2])), str(t[3]))) for t in targets
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(json.dumps(results), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    command, args = (argv[0], argv[1:]) if argv else ("", [])
+    if command == "collect" and not args:
+        print(json.dumps(collect(json.loads(sys.stdin.read() or "{}"))), flush=True)
+    elif command == "listen" and len(args) == 4:
+        listen(int(args[0]), int(args[1]), int(args[2]), float(args[3]))
+    elif command == "connect" and len(args) == 2:
+        connect(float(args[0]), json.loads(args[1]))
+    else:
+        sys.stderr.write(__doc__ or "")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

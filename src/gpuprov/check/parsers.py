@@ -1,0 +1,215 @@
+"""Parsers for what the NVIDIA and RDMA tools print; each is tested against recorded real outputs
+(tests/recorded/, every file with its source). They take text and return plain data; none runs anything.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+
+# ----- /proc/driver/nvidia/version ------------------------------------------------------------------------
+
+# `NVRM version: NVIDIA UNIX x86_64 Kernel Module  384.98  ...` (proprietary) or
+# `NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build ...` (open).
+_NVRM = re.compile(
+    r"NVRM version: NVIDIA UNIX "
+    r"(?:(?P<open>Open Kernel Module for) (?P<arch_o>\S+)|(?P<arch_p>\S+) Kernel Module)"
+    r"\s+(?P<version>\d+\.\d+(?:\.\d+)?)\s"
+)
+
+
+@dataclass(frozen=True)
+class LoadedModule:
+    version: str
+    flavor: str  # "open" or "proprietary", the lock's driver_flavor words
+    arch: str
+
+
+def proc_driver_version(text: str) -> LoadedModule | None:
+    """The loaded kernel module from /proc/driver/nvidia/version; None when the text has no NVRM line."""
+    match = _NVRM.search(text)
+    if match is None:
+        return None
+    is_open = match.group("open") is not None
+    return LoadedModule(
+        version=match.group("version"),
+        flavor="open" if is_open else "proprietary",
+        arch=match.group("arch_o") if is_open else match.group("arch_p"),
+    )
+
+
+# ----- nvidia-smi -q --------------------------------------------------------------------------------------
+
+
+@dataclass
+class SmiQuery:
+    driver_version: str | None = None
+    cuda_version: str | None = None  # the newest CUDA the driver supports, or None ("Not Found")
+    attached: int | None = None
+    gpus: list[dict[str, str]] = field(default_factory=list)  # per GPU: "Section/Field" -> value, "bus_id"
+
+
+def smi_query(text: str) -> SmiQuery:
+    """`nvidia-smi -q`: the header's versions and each `GPU <bus id>` section's fields.
+
+    Nested fields are named by their path (`MIG Mode/Current`); a label line without a value opens a
+    section for the more indented lines below it.
+    """
+    result = SmiQuery()
+    gpu: dict[str, str] | None = None
+    sections: list[tuple[int, str]] = []  # (indent, name) of the open sections inside a GPU
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not line.strip() or line.startswith("="):
+            continue
+        indent = len(line) - len(line.lstrip())
+        label, sep, value = line.strip().partition(":")
+        label, value = label.strip(), value.strip()
+        if indent == 0 and line.startswith("GPU "):
+            gpu = {"bus_id": line[4:].strip()}
+            result.gpus.append(gpu)
+            sections = []
+            continue
+        if gpu is None:
+            if label == "Driver Version":
+                result.driver_version = value
+            elif label == "CUDA Version":
+                result.cuda_version = value if re.fullmatch(r"\d+\.\d+", value) else None
+            elif label == "Attached GPUs" and value.isdigit():
+                result.attached = int(value)
+            continue
+        while sections and sections[-1][0] >= indent:
+            sections.pop()
+        if not sep:
+            sections.append((indent, label))
+            continue
+        path = "/".join([name for _, name in sections] + [label])
+        gpu[path] = value
+    return result
+
+
+# ----- nvidia-smi --query-gpu=... --format=csv -----------------------------------------------------------
+
+
+def smi_csv(text: str, header: bool = True, fields: list[str] | None = None) -> list[dict[str, str]]:
+    """`nvidia-smi --query-gpu=A,B --format=csv[,noheader]`: one mapping per GPU, fields split at `, `.
+
+    With noheader, give the fields in the order they were asked for.
+    """
+    rows = [[cell.strip() for cell in row] for row in csv.reader(io.StringIO(text)) if row]
+    if header:
+        if not rows:
+            return []
+        fields, rows = rows[0], rows[1:]
+    if fields is None:
+        raise ValueError("smi_csv: fields are needed for output without a header")
+    return [dict(zip(fields, row, strict=True)) for row in rows if len(row) == len(fields)]
+
+
+# ----- nvidia-smi nvlink --status --------------------------------------------------------------------------
+
+_NVLINK_GPU = re.compile(r"^GPU (\d+): (.*?) \(UUID: ([^)]*)\)")
+_NVLINK_LINK = re.compile(r"^\s+Link (\d+): (.*)$")
+
+
+@dataclass
+class NvlinkGpu:
+    index: int
+    name: str
+    links: dict[int, str] = field(default_factory=dict)  # link -> "25.781 GB/s" or "<inactive>"
+
+    @property
+    def inactive(self) -> list[int]:
+        return [link for link, speed in self.links.items() if speed.strip() == "<inactive>"]
+
+
+def nvlink_status(text: str) -> list[NvlinkGpu]:
+    """`nvidia-smi nvlink --status`: each GPU's links and their speed, or `<inactive>`."""
+    gpus: list[NvlinkGpu] = []
+    for line in text.splitlines():
+        gpu_match = _NVLINK_GPU.match(line)
+        if gpu_match:
+            gpus.append(NvlinkGpu(int(gpu_match.group(1)), gpu_match.group(2)))
+            continue
+        link_match = _NVLINK_LINK.match(line)
+        if link_match and gpus:
+            gpus[-1].links[int(link_match.group(1))] = link_match.group(2).strip()
+    return gpus
+
+
+# ----- dmesg / journalctl -k: Xid events ------------------------------------------------------------------
+
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<code>\d+), ?(?P<text>.*)$")
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    pci: str
+    code: int
+    text: str  # the rest of the line (pid, name, the driver's explanation)
+
+
+def xid_events(text: str) -> list[XidEvent]:
+    """Every `NVRM: Xid (PCI:...): CODE, ...` line of a kernel log, whatever prefix the log tool adds."""
+    events = []
+    for line in text.splitlines():
+        match = _XID.search(line)
+        if match:
+            events.append(XidEvent(match.group("pci"), int(match.group("code")), match.group("text").strip()))
+    return events
+
+
+# ----- ibstat ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IbPort:
+    ca: str
+    port: int
+    state: str  # "Active", "Down", "Init" ...
+    physical_state: str  # "LinkUp", "Disabled", "Polling" ...
+    rate: int | None  # Gb/s, as ibstat prints it
+    link_layer: str  # "InfiniBand" or "Ethernet" (RoCE)
+
+
+def ibstat(text: str) -> list[IbPort]:
+    """Every port of every CA in `ibstat`'s output (tabs or spaces; lines of other tools ignored)."""
+    ports: list[IbPort] = []
+    ca = ""
+    port: dict[str, str] | None = None
+
+    def close() -> None:
+        if port is not None and "number" in port:
+            rate = port.get("Rate", "")
+            ports.append(
+                IbPort(
+                    ca=ca,
+                    port=int(port["number"]),
+                    state=port.get("State", ""),
+                    physical_state=port.get("Physical state", ""),
+                    rate=int(float(rate)) if re.fullmatch(r"\d+(\.\d+)?", rate) else None,
+                    link_layer=port.get("Link layer", ""),
+                )
+            )
+
+    for line in text.splitlines():
+        ca_match = re.match(r"^CA '([^']+)'", line)
+        if ca_match:
+            close()
+            ca, port = ca_match.group(1), None
+            continue
+        if not line[:1].isspace():  # another tool's line (ibpanic, ibwarn)
+            continue
+        port_match = re.match(r"^\s+Port (\d+):\s*$", line)
+        if port_match:
+            close()
+            port = {"number": port_match.group(1)}
+            continue
+        if port is not None:
+            key, sep, value = line.strip().partition(":")
+            if sep:
+                port[key.strip()] = value.strip()
+    close()
+    return ports

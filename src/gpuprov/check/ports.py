@@ -1,0 +1,133 @@
+"""The rendezvous and NCCL/gloo ports of every host, reached from every other host (firewall kept on).
+
+Each host listens (hostprobe.py listen) on the first free port of the rendezvous range and on a port the
+kernel picks from ip_local_port_range, the range NCCL and gloo listen on; then every host connects to every
+other host's two ports at once. Two SSH commands per host, on the connections gather opened.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import paramiko
+
+from gpuprov import ssh
+from gpuprov.check import expected
+from gpuprov.check.gather import Gathered, probe_code, system_python
+from gpuprov.check.results import Result, Status
+from gpuprov.errors import GpuprovError
+from gpuprov.launch.remote import python_command
+
+CONNECT_TIMEOUT_S = 3.0
+LISTEN_TIMEOUT_S = 30.0
+KINDS = ("rendezvous", "NCCL/gloo")
+ACTION = (
+    "open TCP {ranges} to the cluster's nodes in the host's firewall "
+    "(gpuprov bootstrap does: network_tuning), or find the rule that closes it"
+)
+
+
+def _ranges(found: Gathered) -> str:
+    v = found.host.vars
+    return (
+        f"{expected.variable(v, 'network_tuning', 'network_tuning_rendezvous_ports')} and "
+        f"{expected.variable(v, 'network_tuning', 'network_tuning_ephemeral_ports')}"
+    )
+
+
+def _start_listener(found: Gathered, expected_peers: int) -> tuple[paramiko.Channel, int, int]:
+    assert found.client is not None
+    first, last = expected.port_range(found.host.vars, "network_tuning_rendezvous_ports")
+    args = (str(first), str(last), str(expected_peers), str(LISTEN_TIMEOUT_S))
+    command = python_command(system_python(found.host), probe_code(), "listen", *args)
+    try:
+        _, out, _ = found.client.exec_command(command, timeout=LISTEN_TIMEOUT_S + 10)
+        line = out.readline().split()
+    except (OSError, paramiko.SSHException, EOFError) as exc:
+        raise GpuprovError(f"cannot start the listener: {exc}") from None
+    if len(line) != 3 or line[0] != "ports":
+        raise GpuprovError(
+            f"no free port in {first}-{last}" if line[:1] == ["busy"] else "the listener did not start"
+        )
+    return out.channel, int(line[1]), int(line[2])
+
+
+def check(found: list[Gathered]) -> list[Result]:
+    ready = [g for g in found if g.client is not None and g.error is None]
+    if len(ready) < 2:
+        return [Result("ports", "cluster", Status.NOT_APPLICABLE, detail="fewer than two hosts to connect")]
+    results: list[Result] = []
+    listening: dict[str, tuple[int, int]] = {}
+    channels = []
+    for started in ssh.fan_out(ready, lambda g: _start_listener(g, len(ready) - 1)):
+        name = started.item.host.name
+        if started.error is not None:
+            why = started.error.message if isinstance(started.error, GpuprovError) else str(started.error)
+            results.append(
+                Result("ports", name, Status.COULD_NOT_RUN, detail=why, action="free a port of the range")
+            )
+            continue
+        channel, rendezvous, ephemeral = started.get()
+        channels.append(channel)
+        listening[name] = (rendezvous, ephemeral)
+    token = secrets.token_hex(4)
+
+    def connect(source: Gathered) -> dict[str, str]:
+        assert source.client is not None
+        targets = [
+            [f"{g.host.name}|{kind}|{port}", g.host.address, port, f"{token} {source.host.name}"]
+            for g in ready
+            if g is not source and g.host.name in listening
+            for kind, port in zip(KINDS, listening[g.host.name], strict=True)
+        ]
+        command = python_command(
+            system_python(source.host), probe_code(), "connect", str(CONNECT_TIMEOUT_S), json.dumps(targets)
+        )
+        res = ssh.run(source.client, command, timeout=CONNECT_TIMEOUT_S * 4 + 20)
+        answer: dict[str, str] = json.loads(res.stdout.strip().splitlines()[-1])
+        return answer
+
+    failed: dict[str, list[str]] = {}
+    try:
+        for outcome in ssh.fan_out(ready, connect):
+            source = outcome.item.host.name
+            if outcome.error is not None:
+                results.append(
+                    Result(
+                        "ports",
+                        source,
+                        Status.COULD_NOT_RUN,
+                        detail=f"the connection test failed: {outcome.error}",
+                    )
+                )
+                continue
+            for target, answer in outcome.get().items():
+                if answer != "ok":
+                    name, kind, port = target.split("|")
+                    failed.setdefault(name, []).append(
+                        f"{source} cannot reach {name}:{port} ({kind}): {answer}"
+                    )
+    finally:
+        for channel in channels:
+            channel.close()
+    for g in ready:
+        name = g.host.name
+        if name not in listening:
+            continue
+        problems = failed.get(name, [])
+        peers = len(ready) - 1
+        results.append(
+            Result(
+                "ports",
+                name,
+                Status.FAIL if problems else Status.PASS,
+                measured=f"{peers - len({p.split()[0] for p in problems})} of {peers} hosts reach both ports",
+                expected=f"every other host reaches {listening[name][0]} (rendezvous) "
+                f"and {listening[name][1]} (NCCL/gloo)",
+                source="network_tuning role (firewall ranges)",
+                detail="; ".join(problems[:3]),
+                action=ACTION.format(ranges=_ranges(g)) if problems else "",
+            )
+        )
+    return results

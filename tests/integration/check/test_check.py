@@ -1,0 +1,183 @@
+"""`gpuprov check` on node1 and node2 of the Debian sandbox that first_bootstrap made ready: a run that
+passes (the gloo all-reduce through gpuprov launch included), then one with three failures broken on node2
+at once (a sysctl reverted, the rendezvous ports closed to node1 by its firewall, a torch version that
+differs), each named with its host and cause. What a test breaks on the shared sandbox it restores."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.conftest import BootstrapRun, Sandbox, gpuprov
+
+pytestmark = pytest.mark.integration
+TORCH_VERSION_FILE = "/opt/gpuprov/envs/train/lib/python3.11/site-packages/torch/version.py"
+SYSCTL = "net.ipv4.tcp_rmem"  # a key of network_tuning's that a container's network namespace can set
+
+
+def node_shell(sandbox: Sandbox, node: str, script: str) -> str:
+    proc = subprocess.run(
+        ["docker", "exec", f"gpuprov-{sandbox.name}-{node}", "sh", "-ec", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def check(sandbox: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
+    return gpuprov(
+        "check",
+        str(sandbox.inventory),
+        "--limit",
+        "node1,node2",
+        "--json",
+        *args,
+        env={**sandbox.env, "COLUMNS": "200"},
+        check=False,
+        timeout=600,
+    )
+
+
+@pytest.fixture
+def ready(deb_sandbox: Sandbox, first_bootstrap: BootstrapRun) -> Sandbox:
+    assert first_bootstrap.returncode == 0, f"bootstrap of node1 and node2 failed:\n{first_bootstrap.stderr}"
+    return deb_sandbox
+
+
+def test_bootstrapped_hosts_pass_with_the_bandwidth_measured(ready: Sandbox) -> None:
+    proc = check(ready)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    results = summary["results"]
+    assert not [r for r in results if r["status"] in ("fail", "could-not-run")], proc.stderr
+    passed = {(r["check"], r["host"]) for r in results if r["status"] == "pass"}
+    for host in ("node1", "node2"):
+        for name in (
+            "driver-package",
+            "cuda",
+            "cudnn",
+            "nccl",
+            "holds",
+            "python",
+            "torch",
+            "nccl-conf",
+            "ports",
+        ):
+            assert (name, host) in passed, (name, host)
+        # The sandbox's nodes have no GPU: the GPU checks do not apply, and say why.
+        gpu = next(r for r in results if r["check"] == "gpu-count" and r["host"] == host)
+        assert gpu["status"] == "not-applicable" and "no GPU" in gpu["detail"]
+    bandwidth = next(r for r in results if r["check"] == "bandwidth")
+    assert bandwidth["status"] == "pass" and bandwidth["unit"] == "GB/s busbw"
+    assert "gloo" in bandwidth["detail"] and "no threshold" in bandwidth["detail"]
+    assert float(bandwidth["measured"].split()[0]) > 0
+    assert summary["exit_code"] == 0
+
+
+@pytest.fixture
+def broken_node2(ready: Sandbox) -> Iterator[Sandbox]:
+    """node2 with a sysctl reverted, its rendezvous ports closed to node1, and torch saying 2.12.0."""
+    inventory = ready.inventory.read_text()
+    node1 = re.search(r"^node1 ansible_host=(\S+)", inventory, re.MULTILINE)
+    assert node1 is not None
+    rule = f"proto tcp from {node1.group(1)} to any port 29400:29599"
+    before = node_shell(
+        ready, "node2", f"sysctl -n {SYSCTL}; grep '^__version__' {TORCH_VERSION_FILE}"
+    ).splitlines()
+    numbered = node_shell(ready, "node2", "ufw status numbered")
+    position = next(
+        line.split("]")[0].strip("[ ")
+        for line in numbered.splitlines()
+        if "29400:29599/tcp" in line and node1.group(1) in line
+    )
+    node_shell(
+        ready,
+        "node2",
+        f"sysctl -w {SYSCTL}='4096 131072 6291456'; ufw delete allow {rule}; "
+        f"sed -i 's/^__version__ = .*/__version__ = \"2.12.0+cpu\"/' {TORCH_VERSION_FILE}",
+    )
+    try:
+        yield ready
+    finally:
+        node_shell(
+            ready,
+            "node2",
+            f"sysctl -w {SYSCTL}='{before[0]}'; "
+            f"ufw insert {position} allow {rule} comment 'gpuprov: torchrun rendezvous'; "
+            f"sed -i 's/^__version__ = .*/{before[1]}/' {TORCH_VERSION_FILE}",
+        )
+
+
+def test_failures_name_the_host_and_the_cause(broken_node2: Sandbox) -> None:
+    proc = check(broken_node2, "--skip", "bandwidth")
+    assert proc.returncode == 1, proc.stderr
+    failed = {(r["check"], r["host"]): r for r in json.loads(proc.stdout)["results"] if r["status"] == "fail"}
+    assert set(failed) == {
+        ("sysctl", "node2"),
+        ("ports", "node2"),
+        ("torch", "node2"),
+        ("versions-agree", "node2"),
+    }
+    assert (
+        f"{SYSCTL}=4096 131072 6291456 (wanted 4096 87380 268435456)" in failed["sysctl", "node2"]["detail"]
+    )
+    assert "node1 cannot reach node2:29400 (rendezvous)" in failed["ports", "node2"]["detail"]
+    assert "firewall" in failed["ports", "node2"]["action"]
+    torch = failed["torch", "node2"]
+    assert (torch["measured"], torch["expected"]) == ("2.12.0+cpu", "2.13.0+cpu")
+    assert (
+        "node2 has torch 2.12.0+cpu; the other 1 host(s) have 2.13.0+cpu"
+        in failed["versions-agree", "node2"]["detail"]
+    )
+    # Failures come first in the table, each with what to do.
+    lines = [line for line in proc.stderr.splitlines() if line.startswith(("fail", "warn", "pass"))]
+    assert lines and lines[0].startswith("fail")
+
+
+@pytest.fixture
+def node2_with_one_gpu(ready: Sandbox) -> Iterator[Sandbox]:
+    """node2's stand-in nvidia-smi simulating one GPU (its settings file: standins/programs/gpus-conf.sh)."""
+    made = node_shell(ready, "node2", "test -d /etc/gpuprov || { mkdir /etc/gpuprov; echo made; }").strip()
+    node_shell(ready, "node2", "echo GPU_COUNT=1 > /etc/gpuprov/standin-gpus.conf")
+    try:
+        yield ready
+    finally:
+        node_shell(
+            ready, "node2", "rm -f /etc/gpuprov/standin-gpus.conf" + ("; rmdir /etc/gpuprov" if made else "")
+        )
+
+
+def test_a_gpu_missing_from_nvidia_smi(node2_with_one_gpu: Sandbox) -> None:
+    proc = gpuprov(
+        "check",
+        str(node2_with_one_gpu.inventory),
+        "--limit",
+        "node2",
+        "--json",
+        "--quick",
+        "--only",
+        "gpu-count,cuda-driver",
+        "-e",
+        "gpuprov_gpu_count=2",
+        env={**node2_with_one_gpu.env, "COLUMNS": "200"},
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    results = {r["check"]: r for r in json.loads(proc.stdout)["results"]}
+    count = results["gpu-count"]
+    assert (count["host"], count["status"], count["measured"], count["expected"]) == (
+        "node2",
+        "fail",
+        "1",
+        "2",
+    )
+    assert count["source"] == "inventory (gpuprov_gpu_count)" and "missing" in count["action"]
+    # The stand-in's driver (550.127.08, CUDA 12.4) supports the locked CUDA 12.4.1.
+    assert (results["cuda-driver"]["status"], results["cuda-driver"]["measured"]) == ("pass", "12.4")

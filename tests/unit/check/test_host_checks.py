@@ -1,0 +1,256 @@
+"""Per-host checks on gathered data: real tool outputs (recordings) where the check reads one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpuprov.check import cross_checks, host_checks
+from gpuprov.check.results import Result, Status, exit_code, ordered
+from gpuprov.errors import ExitCode
+
+RECORDED = Path(__file__).parents[2] / "recorded"
+LOCK = {
+    "driver_branch": "550",
+    "driver_version": "550.127.08",
+    "driver_flavor": "open",
+    "cuda_version": "12.4.1",
+    "cudnn_version": "9.5.1.17",
+    "nccl_version": "2.21.5",
+    "pytorch_version": "2.13.0",
+    "pytorch_cuda_tag": "cpu",
+}
+PACKAGES = {
+    "libcuda1": "550.127.08-1",
+    "nvidia-driver-cuda": "550.127.08-1",
+    "nvidia-kernel-open-dkms": "550.127.08-1",
+    "cuda-toolkit-12-4": "12.4.1-1",
+    "libcudnn9-cuda-12": "9.5.1.17-1",
+    "libnccl2": "2.21.5-1+cuda12.4",
+}
+
+
+def ran(stdout: str, rc: int = 0) -> dict[str, Any]:
+    return {"rc": rc, "stdout": stdout, "stderr": ""}
+
+
+def gathered(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "pci_nvidia_gpus": 0,
+        "proc_driver_version": None,
+        "cuda_version_json": json.dumps({"cuda": {"name": "CUDA SDK", "version": "12.4.1"}}),
+        "packages": {"manager": "apt", "installed": dict(PACKAGES), "held": list(PACKAGES)},
+        "env": ran(json.dumps({"python": "3.11.2", "torch": "2.13.0+cpu", "torch_cuda": None})),
+        "python_path": "/opt/gpuprov/envs/train/bin/python",
+        "sysctl": {"net.ipv4.tcp_rmem": "4096 87380 268435456"},
+        "sysctl_readonly": [],
+        "nccl_conf": "# Ansible managed\n",
+        "interfaces": {"lo": "unknown", "eth0": "up"},
+        "infiniband": [],
+        "kernel_log": {"rc": 0, "stdout": ""},
+        "smi_q": {"rc": None, "missing": True},
+        "smi_nvlink": {"rc": None, "missing": True},
+    }
+    data.update(changes)
+    return data
+
+
+def view(data: dict[str, Any], **host_vars: Any) -> host_checks.HostView:
+    sysctl = {
+        "network_tuning_sysctl": {"net.ipv4.tcp_rmem": "4096 87380 268435456"},
+        "network_tuning_ephemeral_ports": "",
+    }
+    return host_checks.HostView("node1", {"gpu_stack": LOCK, **sysctl, **host_vars}, data)
+
+
+def statuses(results: list[Result]) -> dict[str, Status]:
+    return {r.check: r.status for r in results}
+
+
+def run_all(v: host_checks.HostView) -> list[Result]:
+    return [r for check in host_checks.CHECKS.values() for r in check(v)]
+
+
+def test_bootstrapped_host_without_gpu_passes_and_gpu_checks_do_not_apply() -> None:
+    results = run_all(view(gathered()))
+    found = statuses(results)
+    for name in (
+        "driver-package",
+        "cuda",
+        "cudnn",
+        "nccl",
+        "holds",
+        "python",
+        "torch",
+        "sysctl",
+        "nccl-conf",
+    ):
+        assert found[name] is Status.PASS, name
+    for name in (
+        "driver-module",
+        "gpu-count",
+        "persistence",
+        "xid",
+        "nvlink",
+        "infiniband",
+        "nccl-interface",
+    ):
+        assert found[name] is Status.NOT_APPLICABLE, name
+    assert exit_code(results) is ExitCode.OK
+
+
+def test_versions_that_differ_from_the_lock_fail() -> None:
+    packages = dict(PACKAGES, libnccl2="2.20.3-1+cuda12.4")
+    data = gathered(
+        packages={"manager": "apt", "installed": packages, "held": list(packages)},
+        env=ran(json.dumps({"python": "3.11.2", "torch": "2.12.0+cpu", "torch_cuda": None})),
+    )
+    results = run_all(view(data))
+    assert statuses(results)["nccl"] is Status.FAIL
+    torch = next(r for r in results if r.check == "torch")
+    assert (torch.status, torch.measured, torch.expected) == (Status.FAIL, "2.12.0+cpu", "2.13.0+cpu")
+
+
+def test_a_package_not_held_fails_and_names_it() -> None:
+    data = gathered(packages={"manager": "apt", "installed": dict(PACKAGES), "held": ["libcuda1"]})
+    holds = host_checks.holds(view(data))[0]
+    assert holds.status is Status.FAIL and "libnccl2" in holds.detail
+    assert (
+        host_checks.holds(
+            view(data, nccl_hold=False, cudnn_hold="false", cuda_hold=False, nvidia_driver_hold=False)
+        )[0].status
+        is Status.PASS
+    )
+
+
+def test_holds_could_not_run_without_versionlock() -> None:
+    data = gathered(packages={"manager": "dnf", "installed": dict(PACKAGES), "held": None})
+    result = host_checks.holds(view(data))[0]
+    assert result.status is Status.COULD_NOT_RUN and "versionlock" in result.action
+    assert exit_code([result]) is ExitCode.CHECK_COULD_NOT_RUN
+
+
+def test_gpu_host_from_recordings() -> None:
+    # An RTX 5090 host (recorded nvidia-smi -q, open module 565 recorded from /proc), inventory says 1 GPU.
+    proc = (RECORDED / "proc-driver-nvidia-version" / "open-x86_64-565.57.01").read_text()
+    smi = (RECORDED / "nvidia-smi" / "query-1xRTX5090-570.124.06").read_text()
+    v = view(gathered(proc_driver_version=proc, smi_q=ran(smi)), gpuprov_gpu_count="1")
+    found = statuses(run_all(v))
+    assert found["gpu-count"] is Status.PASS
+    assert found["persistence"] is Status.PASS
+    module = host_checks.driver_module(v)[0]
+    assert (module.status, module.measured, module.expected) == (
+        Status.FAIL,
+        "565.57.01 open",
+        "550.127.08 open",
+    )
+
+
+def test_gpu_missing_from_nvidia_smi() -> None:
+    smi = (RECORDED / "nvidia-smi" / "query-1xRTX5090-570.124.06").read_text()
+    result = host_checks.gpu_count(view(gathered(smi_q=ran(smi)), gpuprov_gpu_count=2))[0]
+    assert (result.status, result.measured, result.expected, result.margin) == (Status.FAIL, "1", "2", "-1")
+
+
+def test_persistence_off_fails() -> None:
+    smi = (RECORDED / "nvidia-smi" / "query-1xV100-535.86.10").read_text()
+    result = host_checks.persistence(view(gathered(smi_q=ran(smi)), gpuprov_gpu_count=1))[0]
+    assert result.status is Status.FAIL
+
+
+def test_nvidia_smi_failure_is_a_fail_missing_is_could_not_run() -> None:
+    mismatch = (RECORDED / "nvidia-smi" / "error-version-mismatch-550.144").read_text()
+    failed = host_checks.gpu_count(view(gathered(smi_q=ran(mismatch, rc=18)), gpuprov_gpu_count=1))[0]
+    assert failed.status is Status.FAIL and "mismatch" in failed.detail
+    missing = host_checks.gpu_count(view(gathered(), gpuprov_gpu_count=1))[0]
+    assert missing.status is Status.COULD_NOT_RUN
+
+
+def test_xid_that_needs_action_fails_with_its_meaning() -> None:
+    log = (RECORDED / "dmesg-xid" / "journal-k-xid79").read_text()
+    result = host_checks.xid_events(view(gathered(kernel_log={"rc": 0, "stdout": log}), gpuprov_gpu_count=1))[
+        0
+    ]
+    assert result.status is Status.FAIL and "fallen off the bus" in result.detail
+
+
+def test_xid_not_in_the_table_warns() -> None:
+    log = (RECORDED / "dmesg-xid" / "dmesg-T-akash-535.183.01").read_text()
+    result = host_checks.xid_events(view(gathered(kernel_log={"rc": 0, "stdout": log}), gpuprov_gpu_count=1))[
+        0
+    ]
+    assert (result.status, result.measured) == (Status.WARN, "Xid 31, 43, 94")
+
+
+def test_unreadable_kernel_log_could_not_run() -> None:
+    data = gathered(kernel_log={"rc": None, "stdout": "", "error": "dmesg failed"})
+    assert host_checks.xid_events(view(data, gpuprov_gpu_count=1))[0].status is Status.COULD_NOT_RUN
+
+
+def test_inactive_nvlink_fails() -> None:
+    text = (RECORDED / "nvidia-smi" / "nvlink-status-V100-inactive").read_text()
+    result = host_checks.nvlink(view(gathered(smi_nvlink=ran(text)), gpuprov_gpu_count=1))[0]
+    assert (result.status, result.measured) == (Status.FAIL, "4 of 6 active")
+    assert "GPU 3 link 3" in result.detail
+
+
+def test_infiniband_port_down_fails() -> None:
+    text = (RECORDED / "ibstat" / "rdma-core-mlx4-2port").read_text()
+    results = host_checks.infiniband(view(gathered(infiniband=["mlx4_0"], ibstat=ran(text))))
+    assert [r.status for r in results] == [Status.FAIL, Status.PASS]
+
+
+def test_sysctl_reverted_fails_unless_the_host_cannot_set_it() -> None:
+    data = gathered(sysctl={"net.ipv4.tcp_rmem": "4096 131072 6291456"})
+    result = host_checks.sysctl(view(data))[0]
+    assert result.status is Status.FAIL and "net.ipv4.tcp_rmem=4096 131072 6291456" in result.detail
+    readonly = gathered(
+        sysctl={"net.ipv4.tcp_rmem": "4096 131072 6291456"}, sysctl_readonly=["net.ipv4.tcp_rmem"]
+    )
+    assert host_checks.sysctl(view(readonly))[0].status is Status.FAIL  # not tolerated by the inventory
+    tolerated = host_checks.sysctl(view(readonly, network_tuning_tolerate_unsettable=True))[0]
+    assert tolerated.status is Status.WARN
+
+
+def test_nccl_conf_compared_with_the_role_settings() -> None:
+    v = view(
+        gathered(nccl_conf="# managed\nNCCL_SOCKET_IFNAME=eth0\n"), network_tuning_nccl_socket_ifname="eth0"
+    )
+    assert host_checks.nccl_conf(v)[0].status is Status.PASS
+    assert host_checks.nccl_interface(v)[0].status is Status.PASS
+    down = view(gathered(interfaces={"eth0": "down"}), network_tuning_nccl_socket_ifname="eth0")
+    assert host_checks.nccl_interface(down)[0].status is Status.FAIL
+    assert host_checks.nccl_conf(view(gathered(nccl_conf=None)))[0].status is Status.FAIL
+
+
+def test_versions_agree_names_the_odd_host() -> None:
+    results = [Result("torch", name, Status.PASS, measured="2.13.0+cpu") for name in ("node1", "node3")] + [
+        Result("torch", "node2", Status.FAIL, measured="2.12.0+cpu")
+    ]
+    agree = cross_checks.versions_agree(results, 3)
+    assert [(r.host, r.status) for r in agree] == [("node2", Status.FAIL)]
+    assert "the other 2 host(s) have 2.13.0+cpu" in agree[0].detail
+
+
+def test_order_and_exit_codes() -> None:
+    results = [
+        Result("a", "h", Status.PASS),
+        Result("b", "h", Status.WARN),
+        Result("c", "h", Status.COULD_NOT_RUN),
+        Result("d", "h", Status.FAIL),
+        Result("e", "h", Status.NOT_APPLICABLE),
+    ]
+    assert [r.check for r in ordered(results)] == ["d", "c", "b", "a", "e"]
+    assert exit_code(results) is ExitCode.FAILURE
+    assert exit_code(results[:3]) is ExitCode.CHECK_COULD_NOT_RUN
+    assert exit_code([results[0], results[1], results[4]]) is ExitCode.OK
+
+
+def test_locked_cuda_newer_than_the_driver_supports_fails() -> None:
+    newer = (RECORDED / "nvidia-smi" / "query-1xRTX5090-570.124.06").read_text()  # CUDA Version 12.8
+    older = (RECORDED / "nvidia-smi" / "query-1xV100-535.86.10").read_text()  # CUDA Version 12.2
+    ok = host_checks.cuda_driver(view(gathered(smi_q=ran(newer)), gpuprov_gpu_count=1))[0]
+    assert (ok.status, ok.measured, ok.expected) == (Status.PASS, "12.8", ">= 12.4")
+    too_old = host_checks.cuda_driver(view(gathered(smi_q=ran(older)), gpuprov_gpu_count=1))[0]
+    assert (too_old.status, too_old.measured) == (Status.FAIL, "12.2")
