@@ -10,14 +10,14 @@ import click
 
 from gpuprov import console
 from gpuprov.bootstrap.arguments import parse_extra_vars
-from gpuprov.check import flow
+from gpuprov.check import options
 from gpuprov.errors import BadInput
 
 
 @click.command("check")
 @click.argument("inventory", required=False)
 @click.option("--limit", default=None, help="Only the hosts this Ansible pattern matches.")
-@click.option("--only", default=None, help=f"Only these checks (comma list): {', '.join(flow.ALL_NAMES)}.")
+@click.option("--only", default=None, help=f"Only these checks (comma list): {', '.join(options.ALL_NAMES)}.")
 @click.option("--skip", default=None, help="Leave these checks out (comma list).")
 @click.option("--quick", is_flag=True, help="Per-host checks only (seconds): no port or bandwidth test.")
 @click.option("--json", "as_json", is_flag=True, help="Print every result as JSON on stdout.")
@@ -46,14 +46,16 @@ def check(
     path = inventory if inventory is not None else os.environ.get("GPUPROV_INVENTORY") or "inventory.ini"
     if not path.strip():
         raise BadInput("the inventory path is empty; give the path of an INI or YAML inventory")
-    opts = flow.CheckOptions(
+    opts = options.CheckOptions(
         inventory=Path(path),
         limit=limit,
-        only=flow.parse_names(only, "--only"),
-        skip=flow.parse_names(skip, "--skip"),
+        only=options.parse_names(only, "--only"),
+        skip=options.parse_names(skip, "--skip"),
         quick=quick,
         as_json=as_json,
         extra_vars=parse_extra_vars(extra_vars),
         verbose=console.verbosity() >= console.Verbosity.VERBOSE,
     )
+    from gpuprov.check import flow  # SSH and the launch flow: only once the options are good
+
     sys.exit(int(flow.run(opts)))
