@@ -87,9 +87,8 @@ def broken_node2(ready: Sandbox) -> Iterator[Sandbox]:
     node1 = re.search(r"^node1 ansible_host=(\S+)", inventory, re.MULTILINE)
     assert node1 is not None
     rule = f"proto tcp from {node1.group(1)} to any port 29400:29599"
-    before = node_shell(
-        ready, "node2", f"sysctl -n {SYSCTL}; grep '^__version__' {TORCH_VERSION_FILE}"
-    ).splitlines()
+    saved = f"{TORCH_VERSION_FILE}.orig"
+    before = node_shell(ready, "node2", f"sysctl -n {SYSCTL}; cp -p {TORCH_VERSION_FILE} {saved}")
     numbered = node_shell(ready, "node2", "ufw status numbered")
     position = next(
         line.split("]")[0].strip("[ ")
@@ -101,16 +100,16 @@ def broken_node2(ready: Sandbox) -> Iterator[Sandbox]:
         "node2",
         f"sysctl -w {SYSCTL}='4096 131072 6291456'; ufw delete allow {rule}; "
         f"sed -i 's/^__version__ = .*/__version__ = \"2.12.0+cpu\"/' {TORCH_VERSION_FILE}",
-    )
+    )  # torch's own file is put back byte for byte after: later tests launch on this env
     try:
         yield ready
     finally:
         node_shell(
             ready,
             "node2",
-            f"sysctl -w {SYSCTL}='{before[0]}'; "
+            f"sysctl -w {SYSCTL}='{before.strip()}'; "
             f"ufw insert {position} allow {rule} comment 'gpuprov: torchrun rendezvous'; "
-            f"sed -i 's/^__version__ = .*/{before[1]}/' {TORCH_VERSION_FILE}",
+            f"mv {saved} {TORCH_VERSION_FILE}",
         )
 
 
