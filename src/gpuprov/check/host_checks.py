@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -595,8 +596,7 @@ def matmul(view: HostView) -> list[Result]:
                 action="read the message; check the driver and the env",
             )
         ]
-    values = sorted(tflops.values())
-    median = values[len(values) // 2] if len(values) % 2 else sum(values[len(values) // 2 - 1 :][:2]) / 2
+    median = statistics.median(tflops.values())
     results = []
     for index, value in sorted(tflops.items(), key=lambda item: int(item[0])):
         slow = median > 0 and value < MATMUL_RATIO * median
@@ -606,7 +606,7 @@ def matmul(view: HostView) -> list[Result]:
                 Status.WARN if slow else Status.PASS,
                 measured=f"GPU {index}: {value:g}",
                 expected=f">= {MATMUL_RATIO:g} x the host's median ({median:g})",
-                unit="TFLOPS (fp16, 8192x8192)",
+                unit="TFLOPS (fp16, 16384x16384)",
                 source="gpuprov: GPUs of one host should match each other",
                 margin=f"{value / median:.2f} x median" if median > 0 else "",
                 action="read the clocks check (throttling?) and the GPU's temperature" if slow else "",

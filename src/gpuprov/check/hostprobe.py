@@ -50,8 +50,10 @@ print(json.dumps(info))
 
 
 # Runs in the env's python where torch sees GPUs: the same fp16 matrix multiplication enqueued on every GPU at
-# once, timed per GPU with CUDA events. It prints `busy` while the GPUs still work (collect then reads
-# nvidia-smi -q: clocks and PCIe link under load), then one JSON line of TFLOPS per GPU index.
+# once, timed per GPU with CUDA events. Large matrices and at most 400 products per GPU keep the enqueueing
+# below CUDA's launch queue depth, so no GPU waits for another's queue and all are busy together. It prints
+# `busy` while the GPUs still work (collect then reads nvidia-smi -q: clocks and PCIe link under load), then
+# one JSON line of TFLOPS per GPU index.
 MATMUL_PROBE = r"""
 import json, sys, time
 import torch
@@ -68,7 +70,7 @@ for i in range(count):
         torch.matmul(a, b)
         torch.cuda.synchronize()
         once = max(time.perf_counter() - t, 1e-6)
-        runs.append([i, a, b, max(3, int(seconds / once))])
+        runs.append([i, a, b, min(400, max(3, int(seconds / once)))])
 timed = []
 for i, a, b, iterations in runs:
     with torch.cuda.device(i):
@@ -87,8 +89,8 @@ for i, start, end, iterations in timed:
     result[str(i)] = round(2.0 * n ** 3 * iterations / (ms / 1000.0) / 1e12, 2)
 print(json.dumps({"n": n, "dtype": "float16", "tflops": result}), flush=True)
 """
-MATMUL_SIZE = 8192
-MATMUL_SECONDS = 2.0
+MATMUL_SIZE = 16384
+MATMUL_SECONDS = 4.0
 MATMUL_TIMEOUT_S = 90.0
 
 

@@ -261,7 +261,7 @@ def smi(name: str) -> str:
 
 
 def matmul_run(tflops: dict[str, float], busy: str) -> dict[str, Any]:
-    return {**ran(json.dumps({"n": 8192, "dtype": "float16", "tflops": tflops})), "smi_q_busy": ran(busy)}
+    return {**ran(json.dumps({"n": 16384, "dtype": "float16", "tflops": tflops})), "smi_q_busy": ran(busy)}
 
 
 def test_pending_row_remap_fails_gpu_memory_naming_the_gpu() -> None:

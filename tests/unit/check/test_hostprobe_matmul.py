@@ -19,7 +19,7 @@ def test_nvidia_smi_is_read_while_the_matmul_holds_the_gpus(tmp_path: Path) -> N
     # nvidia-smi ran before that line came.
     marker = tmp_path / "smi-ran"
     smi = script(tmp_path / "nvidia-smi", f"touch {marker}; echo 'Attached GPUs : 1'\n")
-    result = json.dumps({"n": 8192, "dtype": "float16", "tflops": {"0": 1.5}})
+    result = json.dumps({"n": 16384, "dtype": "float16", "tflops": {"0": 1.5}})
     python = script(
         tmp_path / "python",
         f"echo busy; read line; test -e {marker} && echo '{result}'\n",
