@@ -139,6 +139,25 @@ def test_failures_name_the_host_and_the_cause(broken_node2: Sandbox) -> None:
     assert lines and lines[0].startswith("fail")
 
 
+def two_gpus_expected(sandbox: Sandbox, limit: str, only: str) -> subprocess.CompletedProcess[str]:
+    """`gpuprov check --quick --only ONLY` where the inventory is told each host has two GPUs."""
+    return gpuprov(
+        "check",
+        str(sandbox.inventory),
+        "--limit",
+        limit,
+        "--json",
+        "--quick",
+        "--only",
+        only,
+        "-e",
+        "gpuprov_gpu_count=2",
+        env={**sandbox.env, "COLUMNS": "200"},
+        check=False,
+        timeout=300,
+    )
+
+
 @pytest.fixture
 def node2_with_one_gpu(ready: Sandbox) -> Iterator[Sandbox]:
     """node2's stand-in nvidia-smi simulating one GPU (its settings file: standins/programs/gpus-conf.sh)."""
@@ -153,21 +172,7 @@ def node2_with_one_gpu(ready: Sandbox) -> Iterator[Sandbox]:
 
 
 def test_a_gpu_missing_from_nvidia_smi(node2_with_one_gpu: Sandbox) -> None:
-    proc = gpuprov(
-        "check",
-        str(node2_with_one_gpu.inventory),
-        "--limit",
-        "node2",
-        "--json",
-        "--quick",
-        "--only",
-        "gpu-count,cuda-driver",
-        "-e",
-        "gpuprov_gpu_count=2",
-        env={**node2_with_one_gpu.env, "COLUMNS": "200"},
-        check=False,
-        timeout=300,
-    )
+    proc = two_gpus_expected(node2_with_one_gpu, "node2", "gpu-count,cuda-driver")
     assert proc.returncode == 1, proc.stderr
     results = {r["check"]: r for r in json.loads(proc.stdout)["results"]}
     count = results["gpu-count"]
@@ -206,22 +211,7 @@ def node2_with_a_pending_row_remap(ready: Sandbox) -> Iterator[Sandbox]:
 
 
 def test_a_pending_row_remap_fails_gpu_memory(node2_with_a_pending_row_remap: Sandbox) -> None:
-    sandbox = node2_with_a_pending_row_remap
-    proc = gpuprov(
-        "check",
-        str(sandbox.inventory),
-        "--limit",
-        "node1,node2",
-        "--json",
-        "--quick",
-        "--only",
-        "gpu-memory",
-        "-e",
-        "gpuprov_gpu_count=2",
-        env={**sandbox.env, "COLUMNS": "200"},
-        check=False,
-        timeout=300,
-    )
+    proc = two_gpus_expected(node2_with_a_pending_row_remap, "node1,node2", "gpu-memory")
     assert proc.returncode == 1, proc.stderr
     results = {r["host"]: r for r in json.loads(proc.stdout)["results"] if r["check"] == "gpu-memory"}
     node2 = results["node2"]
