@@ -513,16 +513,19 @@ def xid_events(view: HostView) -> list[Result]:
 
 
 def gpu_memory(view: HostView) -> list[Result]:
-    """Row remapping and page retirement pending or failed, and uncorrectable ECC errors, per GPU."""
+    """Row remapping and page retirement pending or failed, and uncorrectable ECC errors, per GPU.
+
+    Uncorrectable errors since the driver loaded (volatile) fail; ones only in the GPU's lifetime count
+    (aggregate) warn: they are history, which a remap or retirement may have dealt with."""
     if not view.has_gpus:
         return view.not_applicable("gpu-memory", NO_GPU)
     query, why = _smi(view)
     if query is None:
         return [view.result("gpu-memory", Status.COULD_NOT_RUN, detail=str(why))]
-    problems = []
+    failing, history = [], []
     for index, gpu in enumerate(query.gpus):
         health = parsers.memory_health(gpu)
-        found = [
+        now = [
             text
             for flag, text in (
                 (health.remap_pending, "row remap pending"),
@@ -532,26 +535,27 @@ def gpu_memory(view: HostView) -> list[Result]:
                     health.uncorrectable_volatile > 0,
                     f"{health.uncorrectable_volatile} uncorrectable ECC (volatile)",
                 ),
-                (
-                    health.uncorrectable_aggregate > 0,
-                    f"{health.uncorrectable_aggregate} uncorrectable ECC (aggregate)",
-                ),
             )
             if flag
         ]
-        if found:
-            problems.append(f"GPU {index} ({gpu['bus_id']}): {', '.join(found)}")
+        where = f"GPU {index} ({gpu['bus_id']})"
+        if now:
+            failing.append(f"{where}: {', '.join(now)}")
+        elif health.uncorrectable_aggregate > 0:
+            history.append(f"{where}: {health.uncorrectable_aggregate} uncorrectable ECC (aggregate)")
+    status = Status.FAIL if failing else Status.WARN if history else Status.PASS
     return [
         view.result(
             "gpu-memory",
-            Status.FAIL if problems else Status.PASS,
-            measured="; ".join(problems) or f"{len(query.gpus)} GPU(s) clean",
+            status,
+            measured="; ".join(failing + history) or f"{len(query.gpus)} GPU(s) clean",
             expected="no pending or failed row remap, no pending page retirement, no uncorrectable ECC",
             source=MEMORY_SOURCE,
-            action="drain the GPU and reset it (nvidia-smi -r) or reboot to apply the remap; a failed remap "
-            "or repeated uncorrectable errors: have the GPU serviced"
-            if problems
-            else "",
+            action={
+                Status.FAIL: "drain the GPU and reset it (nvidia-smi -r) or reboot to apply the remap; "
+                "a failed remap or repeated uncorrectable errors: have the GPU serviced",
+                Status.WARN: "watch the GPU: uncorrectable errors in its past",
+            }.get(status, ""),
         )
     ]
 

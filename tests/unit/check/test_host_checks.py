@@ -273,6 +273,21 @@ def test_pending_row_remap_fails_gpu_memory_naming_the_gpu() -> None:
     assert host_checks.gpu_memory(clean)[0].status is Status.PASS
 
 
+def test_uncorrectable_ecc_fails_now_and_warns_as_history() -> None:
+    line = "            DRAM Uncorrectable            : 0\n"
+    head, middle, tail = smi("query-full-1xH100SXM-565.57.01").split(line)
+    counted = line.replace(": 0", ": 1")
+    for text, status, scope in (
+        (head + counted + middle + line + tail, Status.FAIL, "volatile"),
+        (head + line + middle + counted + tail, Status.WARN, "aggregate"),
+    ):
+        result = host_checks.gpu_memory(view(gathered(smi_q=ran(text)), gpuprov_gpu_count=1))[0]
+        assert (result.status, result.measured) == (
+            status,
+            f"GPU 0 (00000000:18:00.0): 1 uncorrectable ECC ({scope})",
+        )
+
+
 def test_gpu_checks_do_not_apply_without_gpus() -> None:
     v = view(gathered())
     for check in ("gpu-memory", "matmul", "clocks", "pcie", "peermem", "fabricmanager", "dkms"):
