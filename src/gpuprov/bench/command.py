@@ -7,6 +7,7 @@ import json
 import click
 
 from gpuprov import console
+from gpuprov.launch import host_options
 
 from . import options, report
 
@@ -16,12 +17,7 @@ from . import options, report
 @click.option(
     "--model", default="resnet50", show_default=True, help=f"One of {', '.join(options.DEFAULT_BATCH)}."
 )
-@click.option(
-    "--nodes", type=int, default=None, help="Use the first N hosts of the inventory [default: all]."
-)
-@click.option(
-    "--hosts", "host_list", default=None, help="Use these hosts, comma-separated; the first is the master."
-)
+@host_options.host_selection
 @click.option("--scaling", is_flag=True, help="Measure the ladder: 1 GPU, one node, then 2..N nodes.")
 @click.option(
     "--batch-size",
