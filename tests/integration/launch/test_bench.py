@@ -85,6 +85,7 @@ def test_scaling_ladder_on_cpu_prints_the_table_and_writes_the_files(
     assert doc["cross_node_factor"] == pytest.approx(runs[1]["median_img_s"] / base)
     assert sorted(h["host"] for h in runs[1]["hosts"]) == ["node1", "node2"]
 
+    assert (out / "bench.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")  # matplotlib: test extra
     rows = list(csv.DictReader((out / "bench.csv").open()))
     assert [(r["label"], r["processes"]) for r in rows] == [("1 process (CPU)", "1"), ("2 nodes", "2")]
     assert float(rows[1]["median_img_s"]) == pytest.approx(runs[1]["median_img_s"])
@@ -132,12 +133,12 @@ def test_parameter_counts_with_the_torch_of_a_bootstrapped_node(launch_sandbox: 
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert copied.returncode == 0, copied.stderr
-        count = (
-            "import json, sys; import models; "
+        count = (  # no shell between here and python: the names' quotes stay as written
+            f"import json, sys; sys.path.insert(0, {workdir!r}); import models; "
             f"print(json.dumps({{n: models.parameter_count(models.build(n, {IMAGE_SIZE})) "
             f"for n in {sorted(PUBLISHED_PARAMETERS)!r}}}))"
         )
-        proc = docker_exec(node1, "sh", "-c", f"cd {workdir} && {ENV_PATH}/bin/python -c '{count}'")
+        proc = docker_exec(node1, f"{ENV_PATH}/bin/python", "-c", count)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout.strip().splitlines()[-1]) == PUBLISHED_PARAMETERS
     finally:
