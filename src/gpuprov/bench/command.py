@@ -7,6 +7,7 @@ import json
 import click
 
 from gpuprov import console
+from gpuprov.launch import host_options
 
 from . import options, report
 
@@ -16,12 +17,7 @@ from . import options, report
 @click.option(
     "--model", default="resnet50", show_default=True, help=f"One of {', '.join(options.DEFAULT_BATCH)}."
 )
-@click.option(
-    "--nodes", type=int, default=None, help="Use the first N hosts of the inventory [default: all]."
-)
-@click.option(
-    "--hosts", "host_list", default=None, help="Use these hosts, comma-separated; the first is the master."
-)
+@host_options.host_selection
 @click.option("--scaling", is_flag=True, help="Measure the ladder: 1 GPU, one node, then 2..N nodes.")
 @click.option(
     "--batch-size",
@@ -87,7 +83,14 @@ def bench(
             runs = run.run_all(opts)
     else:
         runs = run.run_all(opts)
-    doc = report.document(runs)
+    from gpuprov.launch import selection
+
+    from . import check_record
+
+    # The largest run's hosts: the ones a check's all-hosts busbw must have covered to be quoted here.
+    doc = report.document(
+        runs, check_record.find(selection.inventory_path(opts.inventory), runs[-1].host_names)
+    )
     if opts.as_json:
         console.result(json.dumps(doc, indent=2))
     else:

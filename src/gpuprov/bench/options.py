@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuprov.errors import BadInput
+from gpuprov.launch import host_options
 
 # The models node.py can build (models.MODELS; a unit test keeps the two lists equal) and their default
 # per-GPU batch: 256 for ResNet-50 as NVIDIA's Deep Learning Examples train it; 128 for ViT-B/16 is
@@ -71,15 +72,7 @@ def build(
     for name, value, least in (("--steps", steps, 1), ("--warmup", warmup, 0), ("--windows", windows, 1)):
         if value is not None and value < least:
             raise BadInput(f"{name} {value} is not valid: give {least} or more")
-    if nodes is not None and hosts is not None:
-        raise BadInput("--nodes and --hosts exclude each other: give a count or a list of hosts")
-    if nodes is not None and nodes < 1:
-        raise BadInput(f"--nodes {nodes} is not valid: give 1 or more")
-    host_names: tuple[str, ...] = ()
-    if hosts is not None:
-        from gpuprov.launch.options import parse_hosts
-
-        host_names = parse_hosts(hosts)
+    nodes, host_names = host_options.check(nodes, hosts)
     out_dir = None
     if out is not None:
         out_dir = Path(out).expanduser()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gpuprov import console
 from gpuprov.errors import GpuprovError
 
-from . import references, scaling
+from . import check_record, references, scaling
 
 if TYPE_CHECKING:  # run imports the launch flow (paramiko): not needed to draw a report
     from .run import RunResult
@@ -53,8 +53,9 @@ def _gpu_name(runs: list[RunResult]) -> str | None:
     return None
 
 
-def document(runs: list[RunResult]) -> dict[str, Any]:
-    """Everything measured, how, and on what, as one JSON-ready dict."""
+def document(runs: list[RunResult], collective_check: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything measured, how, and on what, as one JSON-ready dict; collective_check is the busbw
+    `gpuprov check` measured on the same hosts (check_record.find), if it did."""
     first = runs[0].result
     scaled = scaling.scale(rungs(runs))
     rows = []
@@ -94,16 +95,18 @@ def document(runs: list[RunResult]) -> dict[str, Any]:
         "gpu": gpu,
         "runs": rows,
         "cross_node_factor": scaling.cross_node_factor([r.rung for r in scaled]),
+        "collective_check": collective_check,
         "references": [
             {
                 "gpus": ref.gpus,
                 "nodes": ref.nodes,
                 "img_s": ref.img_s,
                 "gpu": ref.gpu,
+                "precision": ref.precision,
                 "source": ref.source,
                 "method": ref.method,
             }
-            for ref in references.for_run(first["model"], gpu)
+            for ref in references.for_run(first["model"], gpu, first["precision"])
         ],
     }
 
@@ -180,6 +183,7 @@ def show(doc: dict[str, Any]) -> None:
         console.result(f"cross-node factor (img/s on 2 nodes / on 1 node): {factor:.2f}x (2.00x is perfect)")
     console.result("\n".join(chart(doc)))
     console.result(f"on: {environment_line(doc)}")
+    console.result(check_record.line(doc["collective_check"]))
     console.result(f"method: {doc['method']}")
 
 
@@ -219,7 +223,12 @@ def write(doc: dict[str, Any], out: Path) -> list[Path]:
     except OSError as exc:
         raise GpuprovError(f"--out {out}: cannot write the results: {exc.strerror or exc}") from None
     png = plot(doc, out / "bench.png")
-    return [*written, png] if png else written
+    if png is None:
+        console.info(
+            f"{out / 'bench.png'} not written: matplotlib is not installed (pip install 'gpuprov[plot]')"
+        )
+        return written
+    return [*written, png]
 
 
 def plot(doc: dict[str, Any], path: Path) -> Path | None:

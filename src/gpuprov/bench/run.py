@@ -6,6 +6,7 @@ prints its result as one marked line, which this reads back from the master host
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -31,6 +32,7 @@ class RunResult:
     nodes: int
     job_id: str
     result: dict[str, Any]  # node.py's JSON
+    host_names: tuple[str, ...] = ()  # the inventory names of the hosts it ran on
 
     @property
     def processes(self) -> int:
@@ -84,7 +86,7 @@ def one_run(
         workdir=script.parent,
     )
     job_id = flow.launch(launch_opts)
-    return RunResult(label, len(names), job_id, read_result(job_id, names[0]))
+    return RunResult(label, len(names), job_id, read_result(job_id, names[0]), tuple(names))
 
 
 def _gpus(result: dict[str, Any]) -> int:
@@ -102,7 +104,7 @@ def run_all(opts: BenchOptions) -> list[RunResult]:
             return [one_run(opts, inventory, script, names, Nproc("auto"), label)]
         first = one_run(opts, inventory, script, names[:1], Nproc("count", 1), "1 process")
         gpus = _gpus(first.result)
-        runs = [RunResult("1 GPU" if gpus else "1 process (CPU)", 1, first.job_id, first.result)]
+        runs = [dataclasses.replace(first, label="1 GPU" if gpus else "1 process (CPU)")]
         if gpus > 1:  # without GPUs (one process per host) or with one GPU, this is the run above
             runs.append(one_run(opts, inventory, script, names[:1], Nproc("auto"), f"1 node ({gpus} GPUs)"))
         for count in range(2, len(names) + 1):

@@ -5,6 +5,7 @@ every host probed at once, the per-host and cross-host checks, the table, the re
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import time
 from collections.abc import Sequence
 
@@ -42,6 +43,7 @@ def _hosts(opts: CheckOptions) -> list[hosts.Host]:
 
 def run(opts: CheckOptions) -> ExitCode:
     started = time.monotonic()
+    started_at = _now()
     selected = _hosts(opts)  # every input problem is found here, before any host is contacted
     keys = sorted({k for h in selected for k in expected.sysctls(h.vars)})
     console.step(f"Checking {len(selected)} host(s){' (quick)' if opts.quick else ''}")
@@ -90,9 +92,11 @@ def run(opts: CheckOptions) -> ExitCode:
                 item.client.close()
     code = exit_code(results)
     summary = {
-        "inventory": str(opts.inventory),
+        "inventory": str(opts.inventory.resolve()),  # absolute: bench matches its runs to it
         "hosts": [h.name for h in selected],
         "quick": opts.quick,
+        "started_at": started_at,
+        "finished_at": _now(),  # bench shows it beside the busbw it reads from here (bench/check_record.py)
         "seconds": round(time.monotonic() - started, 2),
         "counts": counts(results),
         "exit_code": int(code),
@@ -104,6 +108,10 @@ def run(opts: CheckOptions) -> ExitCode:
     output.show(results, verbose=opts.verbose)
     console.info(f"Results: {where / store.RESULTS} ({summary['seconds']} s)")
     return code
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def names_help(names: Sequence[str]) -> str:

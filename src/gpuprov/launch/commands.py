@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import click
 
+from gpuprov.launch import host_options, options
 from gpuprov.launch import jobs as job_records
-from gpuprov.launch import options
 
 _GIVEN_ARGS = "gpuprov.launch.given_args"
 
@@ -35,10 +35,7 @@ class _LaunchCommand(click.Command):
 @click.option(
     "-i", "--inventory", default=None, help="Inventory [default: $GPUPROV_INVENTORY, else ./inventory.ini]."
 )
-@click.option("--nodes", type=int, default=None, help="Run on the first N hosts of the inventory.")
-@click.option(
-    "--hosts", "host_list", default=None, help="Run on these hosts, comma-separated; the first is the master."
-)
+@host_options.host_selection
 @click.option(
     "--nproc-per-node",
     "nproc",

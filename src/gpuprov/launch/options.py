@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuprov.errors import BadInput
+from gpuprov.launch import host_options
 from gpuprov.launch.jobs import MAX_GRACE_S, valid_grace
 
 DEFAULT_MASTER_PORT = 29500
@@ -76,18 +77,6 @@ def parse_nproc(text: str) -> Nproc:
     if value.isdigit() and int(value) >= 1:
         return Nproc("count", int(value))
     raise BadInput(f"--nproc-per-node {text!r} is not valid: give a number >= 1, 'gpu' or 'auto'")
-
-
-def parse_hosts(text: str) -> tuple[str, ...]:
-    names = tuple(part.strip() for part in text.split(",") if part.strip())
-    if not names:
-        raise BadInput(
-            "--hosts is empty: give inventory host names separated by commas, e.g. --hosts node1,node2"
-        )
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise BadInput(f"--hosts names {', '.join(duplicates)} more than once; list each host once")
-    return names
 
 
 def parse_env_pair(text: str, where: str) -> tuple[str, str]:
@@ -159,10 +148,7 @@ def build(
     scheduler: str = "ssh",
 ) -> LaunchOptions:
     """Check every option that needs no host; raise BadInput with one line for the first wrong one."""
-    if nodes is not None and hosts is not None:
-        raise BadInput("--nodes and --hosts exclude each other: give a count or a list of hosts")
-    if nodes is not None and nodes < 1:
-        raise BadInput(f"--nodes {nodes} is not valid: give 1 or more")
+    nodes, host_names = host_options.check(nodes, hosts)
     if master_port is not None and not 1 <= master_port <= 65535:
         raise BadInput(f"--master-port {master_port} is not a TCP port (1-65535)")
     if rdzv not in RDZV_CHOICES:
@@ -216,7 +202,7 @@ def build(
         script_args=tuple(script_args),
         inventory=Path(inventory).expanduser() if inventory is not None else None,
         nodes=nodes,
-        hosts=parse_hosts(hosts) if hosts is not None else (),
+        hosts=host_names,
         nproc=parse_nproc(nproc),
         env=merged,
         workdir=work,

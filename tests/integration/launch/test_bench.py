@@ -9,12 +9,22 @@ import json
 import re
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import BIN, Sandbox
-from tests.integration.launch.conftest import container, docker_exec, gp, job_processes, launch_env
+from tests.integration.launch.conftest import (
+    ENV_PATH,
+    REPO,
+    container,
+    docker_exec,
+    gp,
+    job_processes,
+    launch_env,
+)
+from tests.published_models import IMAGE_SIZE, PUBLISHED_PARAMETERS
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +70,9 @@ def test_scaling_ladder_on_cpu_prints_the_table_and_writes_the_files(
 
     doc = json.loads((out / "bench.json").read_text())
     assert doc["label"] == "CPU smoke run: not a throughput figure"
-    assert (doc["device"], doc["backend"], doc["parameters"]) == ("cpu", "gloo", 25_557_032)
+    assert (doc["device"], doc["backend"]) == ("cpu", "gloo")
+    assert doc["parameters"] == PUBLISHED_PARAMETERS["resnet50"]
+    assert doc["collective_check"] is None or doc["collective_check"]["hosts"] == ["node1", "node2"]
     runs = doc["runs"]
     assert [(r["label"], r["nodes"], r["processes"]) for r in runs] == [
         ("1 process (CPU)", 1, 1),
@@ -73,6 +85,7 @@ def test_scaling_ladder_on_cpu_prints_the_table_and_writes_the_files(
     assert doc["cross_node_factor"] == pytest.approx(runs[1]["median_img_s"] / base)
     assert sorted(h["host"] for h in runs[1]["hosts"]) == ["node1", "node2"]
 
+    assert (out / "bench.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")  # matplotlib: test extra
     rows = list(csv.DictReader((out / "bench.csv").open()))
     assert [(r["label"], r["processes"]) for r in rows] == [("1 process (CPU)", "1"), ("2 nodes", "2")]
     assert float(rows[1]["median_img_s"]) == pytest.approx(runs[1]["median_img_s"])
@@ -106,3 +119,27 @@ def test_a_rank_killed_mid_bench_fails_the_bench_and_leaves_nothing_running(laun
     assert f"error: job {job.group(1)} failed: node2 " in err
     assert "Traceback" not in err.split("error:")[-1]
     _assert_nothing_left(launch_sandbox, [job.group(1)])
+
+
+def test_parameter_counts_with_the_torch_of_a_bootstrapped_node(launch_sandbox: Sandbox) -> None:
+    """The counts the unit test checks where torch is installed here, counted by the torch the python_env
+    role put on node1 (CI's venv has none): models.py as bench pushes it, the env's own python."""
+    node1 = container(launch_sandbox, "node1")
+    workdir = f"/tmp/gpuprov-test-models-{uuid.uuid4().hex[:6]}"
+    assert docker_exec(node1, "mkdir", workdir).returncode == 0
+    try:
+        copied = subprocess.run(
+            ["docker", "cp", str(REPO / "src/gpuprov/bench/models.py"), f"{node1}:{workdir}/models.py"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert copied.returncode == 0, copied.stderr
+        count = (  # no shell between here and python: the names' quotes stay as written
+            f"import json, sys; sys.path.insert(0, {workdir!r}); import models; "
+            f"print(json.dumps({{n: models.parameter_count(models.build(n, {IMAGE_SIZE})) "
+            f"for n in {sorted(PUBLISHED_PARAMETERS)!r}}}))"
+        )
+        proc = docker_exec(node1, f"{ENV_PATH}/bin/python", "-c", count)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout.strip().splitlines()[-1]) == PUBLISHED_PARAMETERS
+    finally:
+        docker_exec(node1, "rm", "-rf", workdir)

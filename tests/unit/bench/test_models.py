@@ -1,7 +1,8 @@
 """The models gpuprov bench runs on the nodes: published architectures, checked by their size and shapes.
 
 torch is on the nodes, not among gpuprov's dependencies: these tests run where torch is installed (the
-CPU wheel: `.venv/bin/pip install torch==2.13.0+cpu`) and are skipped elsewhere.
+CPU wheel: `.venv/bin/pip install torch==2.13.0+cpu`) and are skipped elsewhere. The parameter counts are
+also checked, with no torch here, by tests/integration/launch/test_bench.py on a bootstrapped sandbox node.
 """
 
 from __future__ import annotations
@@ -9,20 +10,16 @@ from __future__ import annotations
 import pytest
 
 from gpuprov.bench import options, run
+from tests.published_models import IMAGE_SIZE, PUBLISHED_PARAMETERS
 
 torch = pytest.importorskip("torch")
 models = pytest.importorskip("gpuprov.bench.models")
 node = pytest.importorskip("gpuprov.bench.node")
 
-# torchvision's published num_params (the weights' meta, shown on each builder's page):
-# https://pytorch.org/vision/stable/models/generated/torchvision.models.resnet50.html   25557032
-# https://pytorch.org/vision/stable/models/generated/torchvision.models.vit_b_16.html   86567656
-PUBLISHED_PARAMETERS = {"resnet50": 25_557_032, "vit_b_16": 86_567_656}
-
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED_PARAMETERS))
 def test_parameter_count_is_torchvisions_published_figure(name: str) -> None:
-    assert models.parameter_count(models.build(name, 224)) == PUBLISHED_PARAMETERS[name]
+    assert models.parameter_count(models.build(name, IMAGE_SIZE)) == PUBLISHED_PARAMETERS[name]
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,11 @@ def test_document_holds_the_arithmetic_and_the_environment() -> None:
     assert [r["efficiency"] for r in doc["runs"]] == pytest.approx([1.0, 0.95, 0.9025])
     assert doc["cross_node_factor"] == pytest.approx(14440 / 7600)
     assert doc["runs"][1]["spread"] == pytest.approx(200 / 7600)
-    assert {r["source"] for r in doc["references"]} == {ref.source for ref in references.REFERENCES}
+    # bf16 on an A100: NVIDIA's mixed-precision rows, not the TF32/fp32 ones
+    assert [(r["gpus"], r["img_s"], r["precision"]) for r in doc["references"]] == [
+        (1, 2470, "mixed"),
+        (8, 16621, "mixed"),
+    ]
     json.dumps(doc, allow_nan=False)  # writable as strict JSON
 
 
@@ -78,10 +82,21 @@ def test_table_puts_references_beside_the_measured_rows() -> None:
     assert dle and "NVIDIA Deep Learning Examples" in dle[0][6] and "batch 256" in dle[0][6]
 
 
-def test_no_reference_for_another_gpu_or_a_cpu() -> None:
-    assert references.for_run("resnet50", "NVIDIA H100 80GB HBM3") == []
-    assert references.for_run("resnet50", None) == []
-    assert references.for_run("vit_b_16", "NVIDIA A100-PCIE-40GB")
+def test_references_match_gpu_type_and_precision_class() -> None:
+    fp32 = references.for_run("resnet50", "NVIDIA A100-PCIE-40GB", "fp32")
+    assert [(r.gpus, r.nodes, r.img_s) for r in fp32] == [
+        (1, 1, 938), (8, 1, 7248), (1, 1, 799), (8, 1, 6105), (16, 2, 11874)
+    ]  # fmt: skip
+    assert [r.img_s for r in references.for_run("resnet50", "Tesla V100-SXM2-16GB", "fp16")] == [1200, 8322]
+    assert references.for_run("resnet50", "NVIDIA H100 80GB HBM3", "bf16") == []  # none read in a source
+    assert references.for_run("resnet50", None, "bf16") == []
+    assert references.for_run("vit_b_16", "NVIDIA A100-PCIE-40GB", "bf16") == []
+
+
+def test_every_reference_names_a_pinned_source_and_its_method() -> None:
+    for ref in references.REFERENCES:
+        assert "https://github.com/" in ref.source and "/blob/" in ref.source, ref
+        assert ref.precision in references.PRECISION_CLASS.values() and "batch" in ref.method, ref
 
 
 def test_chart_bars_scale_with_throughput_and_dots_show_perfect_scaling() -> None:
@@ -93,18 +108,18 @@ def test_chart_bars_scale_with_throughput_and_dots_show_perfect_scaling() -> Non
     assert bars[2] == "#" * 36 + "." * 4  # 14440 / 16000 x 40 = 36.1; perfect: 40
 
 
+CPU_RUNS = [
+    RunResult(
+        "1 process (CPU)", 1, "j1", _result(1, [6.0, 5.0], [{"host": "n1", "torch": "2.13.0+cpu"}], False)
+    ),
+    RunResult("2 nodes", 2, "j2", _result(2, [9.0, 8.0], [{"host": "n1", "torch": "2.13.0+cpu"}], False)),
+]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
 def test_files_json_and_csv(tmp_path: Path) -> None:
-    cpu = [
-        RunResult(
-            "1 process (CPU)", 1, "j1", _result(1, [6.0, 5.0], [{"host": "n1", "torch": "2.13.0+cpu"}], False)
-        ),
-        RunResult("2 nodes", 2, "j2", _result(2, [9.0, 8.0], [{"host": "n1", "torch": "2.13.0+cpu"}], False)),
-    ]
-    written = report.write(report.document(cpu), tmp_path / "out")
-    has_matplotlib = importlib.util.find_spec("matplotlib") is not None
-    assert [p.name for p in written] == ["bench.json", "bench.csv"] + (
-        ["bench.png"] if has_matplotlib else []
-    )
+    written = report.write(report.document(CPU_RUNS), tmp_path / "out")
+    assert [p.name for p in written] == ["bench.json", "bench.csv", "bench.png"]  # matplotlib: test extra
     doc = json.loads((tmp_path / "out" / "bench.json").read_text())
     assert doc["label"] == "CPU smoke run: not a throughput figure" and doc["references"] == []
     rows = list(csv.DictReader((tmp_path / "out" / "bench.csv").open()))
@@ -123,3 +138,36 @@ def test_job_lines_leave_stdout_to_the_json(capsys: pytest.CaptureFixture[str]) 
     captured = capsys.readouterr()
     assert "window 1/2" in captured.err and "window 1/2" not in captured.out
     assert "after" in captured.out
+
+
+def test_out_writes_a_png_of_the_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib.pyplot as plt
+
+    drawn = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: (drawn.append(fig), close(fig)))
+    written = report.write(report.document(GPU_RUNS), tmp_path)
+    png = (tmp_path / "bench.png").read_bytes()
+    assert written[-1] == tmp_path / "bench.png" and png.startswith(PNG_SIGNATURE)
+    assert png[12:16] == b"IHDR" and (int.from_bytes(png[16:20]), int.from_bytes(png[20:24])) == (600, 400)
+    (ax,) = drawn[0].axes
+    measured, perfect = ax.lines
+    assert list(measured.get_xdata()) == [1, 4, 8]
+    assert list(measured.get_ydata()) == [2000.0, 7600.0, 14440.0]
+    assert list(perfect.get_ydata()) == [2000.0, 8000.0, 16000.0]
+    assert [t.get_text() for t in ax.texts] == ["1 GPU", "1 node (4 GPUs)", "2 nodes"]
+
+
+def test_without_matplotlib_the_png_is_skipped_with_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    written = report.write(report.document(CPU_RUNS), tmp_path)
+    assert [p.name for p in written] == ["bench.json", "bench.csv"]
+    assert not (tmp_path / "bench.png").exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"{tmp_path / 'bench.png'} not written: matplotlib is not installed (pip install 'gpuprov[plot]')"
+    ]
