@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/launch.py [--nodes 2,8,16] [--repeat 3] [--keep | --reuse STATE_DIR:NAME]
     .venv/bin/python benchmarks/launch.py --nodes 16 --prepare    (start and bootstrap only, for --reuse)
+    .venv/bin/python benchmarks/launch.py --slurm --nodes 2 [--repeat 3] [--prepare | --reuse STATE_DIR:NAME]
 
 Launch latency: from the command's start until every rank has printed its first line, for
   - gpuprov: `gpuprov launch --nodes N script` (preflight, push, start, streamed output included);
@@ -14,6 +15,13 @@ Teardown latency: a rank exits non-zero (it prints time.time() just before) unti
 which it does only after every host reported no process of the job left (checked again afterwards).
 For contrast, the same failure with the plain ssh + torchrun loop: the other node's ranks keep running
 (measured up to a cap, then cleaned up).
+
+With --slurm: the sandbox is started with `sandbox up --slurm`, so `gpuprov bootstrap` also runs the slurm
+role (node1 is the controller; every node runs slurmd), and the run measures launch latency only: in each
+repetition, one after the other on the same nodes, `gpuprov launch --scheduler slurm` (sbatch on the
+controller, then Slurm starts the ranks; same latency definition: the command's start until every rank's
+first line came back), `gpuprov launch` over SSH, and the ssh loop. A sandbox kept for --reuse must have
+been prepared with --slurm as well.
 
 Starts its own debian12 sandbox (name bench-launch-*), makes it ready with `gpuprov bootstrap` (the
 Python env comes from the python_env role, as for a user), and removes it after.
@@ -144,6 +152,57 @@ def leftovers(containers: list[str], job_id: str) -> int:
     )
 
 
+def slurm_once(env: dict[str, str], nodes: int, script: Path) -> tuple[float, float]:
+    """`gpuprov launch --scheduler slurm`: seconds until every rank's first line, controller CPU seconds."""
+    cpu = children_cpu_s()
+    latency, out, code = gpuprov_launch(env, nodes, script, ["--scheduler", "slurm"])
+    assert code == 0, out
+    return latency, children_cpu_s() - cpu
+
+
+def slurm_rows(
+    env: dict[str, str], addresses: list[str], ssh: list[str], nodes: int, repeat: int, script: Path
+) -> dict[str, tuple[float, float]]:
+    """Median (launch latency, controller CPU seconds) of each way to launch on NODES nodes; the three ways
+    take turns in every repetition, so a change of the machine's load touches them alike."""
+    runs: dict[str, list[tuple[float, float]]] = {"slurm": [], "ssh": [], "loop": []}
+    for _ in range(repeat):
+        runs["slurm"].append(slurm_once(env, nodes, script))
+        cpu = children_cpu_s()
+        latency, out, code = gpuprov_launch(env, nodes, script, [])
+        assert code == 0, out
+        runs["ssh"].append((latency, children_cpu_s() - cpu))
+        cpu = children_cpu_s()
+        latency, procs = baseline_launch(addresses[:nodes], ssh, script, uuid.uuid4().hex[:8], BASELINE_CAP_S)
+        for proc in procs:
+            proc.wait(timeout=60)
+        runs["loop"].append((latency, children_cpu_s() - cpu))
+        print(
+            f"{nodes} nodes: " + ", ".join(f"{way} {run[-1][0]:.2f} s" for way, run in runs.items()),
+            flush=True,
+        )
+    return {
+        way: (statistics.median(r[0] for r in run), statistics.median(r[1] for r in run))
+        for way, run in runs.items()
+    }
+
+
+def print_slurm_rows(nodes: int, repeat: int, medians: dict[str, tuple[float, float]]) -> None:
+    """The table of slurm_rows: latency and CPU of each way, ratio = ssh loop / that way, and per host."""
+    names = {"loop": "ssh loop", "ssh": "gpuprov launch (SSH)", "slurm": "gpuprov launch --scheduler slurm"}
+    loop_s = medians["loop"][0]
+    print(f"\n{f'launch on {nodes} nodes (median of {repeat})':<36} {'latency':>9} {'ratio':>7} {'CPU':>9}"
+          f" {'per host':>9} {'CPU/host':>9}")  # fmt: skip
+    for way in ("loop", "ssh", "slurm"):
+        latency, cpu = medians[way]
+        print(f"{names[way]:<36} {latency:>7.2f} s {loop_s / latency:>6.2f}x {cpu:>7.2f} s"
+              f" {latency / nodes:>7.2f} s {cpu / nodes:>7.2f} s")  # fmt: skip
+    print(
+        "\n(latency: the command's start until every rank's first line; ratio = ssh loop / latency;"
+        " CPU: the controller's user+system seconds)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -158,6 +217,11 @@ def main() -> int:
         "--prepare",
         action="store_true",
         help="only start and bootstrap the sandbox, keep it, measure nothing (then run with --reuse)",
+    )
+    parser.add_argument(
+        "--slurm",
+        action="store_true",
+        help="a sandbox with Slurm (sandbox up --slurm); time `gpuprov launch --scheduler slurm` beside SSH",
     )
     args = parser.parse_args()
     counts = [int(n) for n in args.nodes.split(",")]
@@ -174,7 +238,8 @@ def main() -> int:
         f"sandbox {name} with {max(counts)} nodes (started if need be), then `gpuprov bootstrap` ...",
         flush=True,
     )
-    sandbox: Sandbox = start_sandbox(name, env, "--nodes", str(max(counts)), "--os", "debian12")
+    slurm = ["--slurm"] if args.slurm else []
+    sandbox: Sandbox = start_sandbox(name, env, "--nodes", str(max(counts)), "--os", "debian12", *slurm)
     try:
         t = time.monotonic()
         if not args.reuse:  # a kept sandbox was bootstrapped by the run that kept it
@@ -203,6 +268,12 @@ def main() -> int:
         first_line.write_text(FIRST_LINE)
         crasher.write_text(CRASHER)
 
+        if args.slurm:
+            load_before = os.getloadavg()
+            for n in counts:
+                print_slurm_rows(n, args.repeat, slurm_rows(env, addresses, ssh, n, args.repeat, first_line))
+            print(f"load average (1, 5, 15 min) before: {load_before}, after: {os.getloadavg()}")
+            return 0
         rows = []
         per_host = []
         load_before = os.getloadavg()

@@ -74,17 +74,7 @@ def _record(the_plan: Plan, opts: LaunchOptions) -> jobs.Job:
         script=the_plan.payload.script_rel,
         args=list(opts.script_args),
         hosts=[
-            jobs.JobHost(
-                name=c.host.name,
-                address=c.host.address,
-                port=c.host.port,
-                user=c.host.user,
-                key_file=str(c.host.key_file) if c.host.key_file else None,
-                known_hosts=str(c.host.known_hosts),
-                python=c.python,
-                node_rank=rank,
-                nproc=c.nproc,
-            )
+            jobs.JobHost.of(c.host, python=c.python, node_rank=rank, nproc=c.nproc)
             for rank, c in enumerate(the_plan.checks.checks)
         ],
         master=f"{the_plan.checks.master_addr}:{the_plan.checks.master_port}",

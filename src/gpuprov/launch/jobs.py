@@ -77,6 +77,21 @@ class JobHost:
     node_rank: int
     nproc: int
 
+    @classmethod
+    def of(cls, host: hosts.Host, *, python: str, node_rank: int, nproc: int) -> JobHost:
+        """The record of an inventory host that runs node NODE_RANK of a job (to_host's inverse)."""
+        return cls(
+            name=host.name,
+            address=host.address,
+            port=host.port,
+            user=host.user,
+            key_file=str(host.key_file) if host.key_file else None,
+            known_hosts=str(host.known_hosts),
+            python=python,
+            node_rank=node_rank,
+            nproc=nproc,
+        )
+
     def to_host(self) -> hosts.Host:
         return hosts.Host(
             name=self.name,

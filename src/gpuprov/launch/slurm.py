@@ -131,7 +131,10 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
             id=jobs.new_id(),
             script=payload.script_rel,
             args=list(opts.script_args),
-            hosts=[_job_host(h, rank) for rank, h in enumerate(targets)],
+            hosts=[
+                jobs.JobHost.of(h, python=preflight.DEFAULT_PYTHON, node_rank=rank, nproc=1)
+                for rank, h in enumerate(targets)
+            ],
             master=f"{part.name}:{opts.master_port or DEFAULT_MASTER_PORT}",
             detach=opts.detach,
             grace_s=opts.grace_s,
@@ -177,20 +180,6 @@ def _inventory_host(inventory: hosts.Inventory, name: str, what: str) -> hosts.H
             f"{inventory.path}: {what} is {name}, which is not in group [{inventory.group}]; add it "
             "(gpuprov pushes the job's code to it)"
         ) from None
-
-
-def _job_host(host: hosts.Host, rank: int) -> jobs.JobHost:
-    return jobs.JobHost(
-        name=host.name,
-        address=host.address,
-        port=host.port,
-        user=host.user,
-        key_file=str(host.key_file) if host.key_file else None,
-        known_hosts=str(host.known_hosts),
-        python=preflight.DEFAULT_PYTHON,
-        node_rank=rank,
-        nproc=1,
-    )
 
 
 @contextlib.contextmanager
