@@ -118,6 +118,15 @@ def _interfaces() -> dict[str, str]:
     return found
 
 
+def _interface_speeds() -> dict[str, int | None]:
+    """Each network interface's link speed in Mb/s (sysfs; None where it has none: down, virtual)."""
+    found: dict[str, int | None] = {}
+    for name in _interfaces():
+        text = (_read(f"/sys/class/net/{name}/speed") or "").strip()  # EINVAL (None) on a down link
+        found[name] = int(text) if text.lstrip("-").isdigit() and int(text) > 0 else None
+    return found
+
+
 def _nvidia_pci_devices() -> int:
     """NVIDIA GPUs on the PCI bus: vendor 0x10de, class 0x0300 (VGA) or 0x0302 (3D controller)."""
     count = 0
@@ -195,6 +204,7 @@ def collect(request: dict[str, object]) -> dict[str, object]:
         "sysctl_readonly": _readonly(keys),
         "nccl_conf": _read(str(request.get("nccl_conf") or "/etc/nccl.conf")),
         "interfaces": _interfaces(),
+        "interface_speeds": _interface_speeds(),
         "cuda_version_json": _read(str(request.get("cuda_home") or "/usr/local/cuda") + "/version.json"),
         "python_env_fact": fact,
         "python_path": python,
