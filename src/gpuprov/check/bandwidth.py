@@ -77,16 +77,15 @@ def judged(
 
 
 def hardware_threshold(found: list[Gathered], gpus_per_host: int) -> threshold_mod.Threshold | None:
-    def ifname(g: Gathered) -> str:
+    def rate(g: Gathered) -> threshold_mod.HostRate | None:
         v = g.host.vars
-        setting = v.get("nccl_socket_ifname") or expected.variable(
+        ifname = v.get("nccl_socket_ifname") or expected.variable(  # as the nccl-interface check reads it
             v, "network_tuning", "network_tuning_nccl_socket_ifname"
         )
-        return str(setting or "")
+        hca = expected.variable(v, "network_tuning", "network_tuning_nccl_ib_hca")
+        return threshold_mod.host_rate(g.data, str(ifname or ""), gpus_per_host, str(hca or ""))
 
-    return threshold_mod.from_hardware(
-        [(g.host.name, threshold_mod.host_rate(g.data, ifname(g), gpus_per_host)) for g in found]
-    )
+    return threshold_mod.from_hardware([(g.host.name, rate(g)) for g in found])
 
 
 def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any]) -> list[Result]:

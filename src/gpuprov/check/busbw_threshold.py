@@ -55,13 +55,18 @@ def from_inventory(value: Any) -> Threshold | None:
     return Threshold(gbps, f"inventory ({INVENTORY_VAR})")
 
 
-def host_rate(data: Mapping[str, Any], socket_ifname: str, gpus: int) -> HostRate | None:
-    """A host's usable network rate for NCCL, from what hostprobe gathered; None when unknown."""
+def host_rate(data: Mapping[str, Any], socket_ifname: str, gpus: int, ib_hca: str = "") -> HostRate | None:
+    """A host's usable network rate for NCCL, from what hostprobe gathered; None when unknown.
+    `ib_hca` (NCCL_IB_HCA, where set) limits the ports to the CAs it picks."""
     run = data.get("ibstat") or {}
+    hcas = ",".join(entry.split(":")[0] for entry in ib_hca.split(","))  # `mlx5_0:1`: CA mlx5_0
     ports = [
         p
         for p in parsers.ibstat(str(run.get("stdout", "")) if run.get("rc") == 0 else "")
-        if p.state == "Active" and p.physical_state == "LinkUp" and p.rate
+        if p.state == "Active"
+        and p.physical_state == "LinkUp"
+        and p.rate
+        and (not ib_hca or selected(p.ca, hcas))
     ]
     if ports:
         used = min(len(ports), max(gpus, 1))
@@ -82,7 +87,8 @@ def host_rate(data: Mapping[str, Any], socket_ifname: str, gpus: int) -> HostRat
 
 
 def selected(interface: str, ifname: str) -> bool:
-    """Whether NCCL_SOCKET_IFNAME (prefixes; `=NAME` exact; a leading `^` excludes) picks the interface."""
+    """Whether NCCL_SOCKET_IFNAME (or NCCL_IB_HCA) picks the interface (or CA): NCCL's rules, a comma list
+    of prefixes, `=NAME` exact, a leading `^` excludes what the list matches."""
     entries = [e.strip() for e in ifname.split(",") if e.strip()]
     if not entries:
         return False

@@ -31,6 +31,13 @@ def test_active_roce_ports_count_up_to_the_gpus_and_down_ports_not_at_all() -> N
     assert one_gpu is not None and one_gpu.gbits == 200
 
 
+def test_nccl_ib_hca_limits_the_ports() -> None:
+    data = ibstat("mooncake-roce")  # mlx5_0 and mlx5_1 Active at 200
+    picked = bt.host_rate(data, "", gpus=8, ib_hca="=mlx5_1:1")
+    assert picked is not None and picked.how == "1 x 200 Gb/s Ethernet (ibstat)"
+    assert bt.host_rate(data, "", gpus=8, ib_hca="^mlx5") is None  # every CA excluded, no interface named
+
+
 def test_a_disabled_port_is_not_counted() -> None:
     # rdma-core-mlx4-2port: port 1 Down / Disabled at 10, port 2 Active / LinkUp at 56
     rate = bt.host_rate(ibstat("rdma-core-mlx4-2port"), "", gpus=2)
