@@ -80,7 +80,11 @@ def check_text(text: str) -> str | None:
                     f"it expands to more than {MAX_NODES} values"
                     + (" (aliases of aliases multiply)" if sizes else "")
                 )
-    except yaml.YAMLError:
+    except yaml.YAMLError as exc:
+        # the libyaml in PyYAML 6.0.4's wheels stops at its own nesting limit while it scans ahead,
+        # before this walk reaches MAX_DEPTH: the same refusal, not a syntax error
+        if "maximum nesting depth" in str(getattr(exc, "problem", "")):
+            raise TooLarge(f"it nests more than {MAX_DEPTH} levels deep") from None
         return None
     return top
 

@@ -51,6 +51,51 @@ print(json.dumps(info))
 """
 
 
+# Runs in the env's python where torch sees GPUs: the same fp16 matrix multiplication enqueued on every GPU at
+# once, timed per GPU with CUDA events. Large matrices and at most 400 products per GPU keep the enqueueing
+# below CUDA's launch queue depth, so no GPU waits for another's queue and all are busy together. It prints
+# `busy` while the GPUs still work (collect then reads nvidia-smi -q: clocks and PCIe link under load), then
+# one JSON line of TFLOPS per GPU index.
+MATMUL_PROBE = r"""
+import json, sys, time
+import torch
+n, seconds = int(sys.argv[1]), float(sys.argv[2])
+count = torch.cuda.device_count()
+runs = []
+for i in range(count):
+    with torch.cuda.device(i):
+        a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+        b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+        torch.matmul(a, b)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        torch.matmul(a, b)
+        torch.cuda.synchronize()
+        once = max(time.perf_counter() - t, 1e-6)
+        runs.append([i, a, b, min(400, max(3, int(seconds / once)))])
+timed = []
+for i, a, b, iterations in runs:
+    with torch.cuda.device(i):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iterations):
+            torch.matmul(a, b)
+        end.record()
+        timed.append((i, start, end, iterations))
+print("busy", flush=True)
+sys.stdin.readline()  # collect has read nvidia-smi
+result = {}
+for i, start, end, iterations in timed:
+    end.synchronize()
+    ms = start.elapsed_time(end)
+    result[str(i)] = round(2.0 * n ** 3 * iterations / (ms / 1000.0) / 1e12, 2)
+print(json.dumps({"n": n, "dtype": "float16", "tflops": result}), flush=True)
+"""
+MATMUL_SIZE = 16384
+MATMUL_SECONDS = 4.0
+MATMUL_TIMEOUT_S = 90.0
+
+
 def _run(argv: list[str], timeout: float = TOOL_TIMEOUT_S, stdin: str | None = None) -> dict[str, object]:
     """A tool's exit status and output; rc None with `missing` or `timeout` when it did not run."""
     if shutil.which(argv[0]) is None and not os.path.isabs(argv[0]):
@@ -127,8 +172,9 @@ def _interface_speeds() -> dict[str, int | None]:
     return found
 
 
-def _nvidia_pci_devices() -> int:
-    """NVIDIA GPUs on the PCI bus: vendor 0x10de, class 0x0300 (VGA) or 0x0302 (3D controller)."""
+def _nvidia_pci_devices(classes: tuple[str, ...] = ("0x0300", "0x0302")) -> int:
+    """NVIDIA devices on the PCI bus: vendor 0x10de and a class of `classes`; by default GPUs, class 0x0300
+    (VGA) or 0x0302 (3D controller); NVSwitches are class 0x0680 (bridge)."""
     count = 0
     try:
         devices = os.listdir("/sys/bus/pci/devices")
@@ -137,7 +183,7 @@ def _nvidia_pci_devices() -> int:
     for device in devices:
         vendor = (_read(f"/sys/bus/pci/devices/{device}/vendor") or "").strip()
         klass = (_read(f"/sys/bus/pci/devices/{device}/class") or "").strip()
-        if vendor == "0x10de" and klass[:6] in ("0x0300", "0x0302"):
+        if vendor == "0x10de" and klass[:6] in classes:
             count += 1
     return count
 
@@ -185,6 +231,46 @@ def _kernel_log() -> dict[str, object]:
     return {"rc": None, "tool": None, "stdout": "", "error": "dmesg, sudo -n dmesg and journalctl -k failed"}
 
 
+def _matmul_under_load(python: str, smi: str) -> dict[str, object]:
+    """The matmul probe's TFLOPS per GPU, and nvidia-smi -q read while the GPUs are busy with it."""
+    cmd = [python, "-c", MATMUL_PROBE, str(MATMUL_SIZE), str(MATMUL_SECONDS)]
+    try:
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    except OSError as exc:
+        return {"rc": None, "missing": True, "stdout": "", "stderr": str(exc)}
+    # A hung CUDA initialisation must not hold the whole probe: kill the matmul after MATMUL_TIMEOUT_S.
+    timer = threading.Timer(MATMUL_TIMEOUT_S, proc.kill)
+    timer.start()
+    try:
+        busy: dict[str, object] = {"rc": None, "stdout": "", "stderr": "the matmul never started"}
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() == "busy":
+            busy = _run([smi, "-q"])
+        out, err = proc.communicate("read\n")
+    finally:
+        timed_out = not timer.is_alive()
+        timer.cancel()
+    if timed_out:
+        return {"rc": None, "timeout": MATMUL_TIMEOUT_S, "stdout": "", "stderr": "", "smi_q_busy": busy}
+    return {"rc": proc.returncode, "stdout": out, "stderr": err[-2000:], "smi_q_busy": busy}
+
+
+def _sees_gpus(env: dict[str, object]) -> bool:
+    """Whether the env probe's torch initialised CUDA and counts a GPU."""
+    try:
+        info = json.loads(str(env.get("stdout", "")).strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return False
+    return bool(info.get("cuda_available")) and int(info.get("device_count") or 0) > 0
+
+
+def _loaded_modules() -> list[str]:
+    text = _read("/proc/modules") or ""
+    return [line.split(" ", 1)[0] for line in text.splitlines() if line]
+
+
 def collect(request: dict[str, object]) -> dict[str, object]:
     started = time.monotonic()
     fact = _read("/etc/ansible/facts.d/gpuprov_python_env.fact")
@@ -213,12 +299,19 @@ def collect(request: dict[str, object]) -> dict[str, object]:
         if os.path.isdir("/sys/class/infiniband")
         else [],
         "kernel_log": _kernel_log(),
+        "pci_nvswitches": _nvidia_pci_devices(("0x0680",)),
+        "modules": _loaded_modules(),
     }
     smi = "nvidia-smi"
     data["smi_q"] = _run([smi, "-q"])
     data["smi_nvlink"] = _run([smi, "nvlink", "--status"])
     data["ibstat"] = _run(["ibstat"])
-    data["env"] = _run([python, "-c", ENV_PROBE], timeout=120)
+    env = _run([python, "-c", ENV_PROBE], timeout=120)
+    data["env"] = env
+    data["dkms"] = _run(["dkms", "status"])
+    data["fabricmanager"] = _run(["systemctl", "is-active", "nvidia-fabricmanager"])
+    if _sees_gpus(env):
+        data["matmul"] = _matmul_under_load(python, smi)
     data["seconds"] = round(time.monotonic() - started, 3)
     return data
 

@@ -213,3 +213,116 @@ def ibstat(text: str) -> list[IbPort]:
                 port[key.strip()] = value.strip()
     close()
     return ports
+
+
+# ----- nvidia-smi -q: memory health, clocks event reasons, PCIe link (fields of smi_query's GPUs) --------
+# The field names differ by driver branch (tests/recorded/nvidia-smi/FIELDS.md): "Clocks Throttle Reasons"
+# up to 470, "Clocks Event Reasons" from 535; ECC counts per memory kind ("Single Bit"/"Double Bit", each
+# with a "Total") on pre-Ampere GPUs, per SRAM/DRAM on Ampere and newer; a one-line "Remapped Rows : N/A"
+# where the GPU has no row remapping (before Ampere, and GeForce cards).
+
+_UNCORRECTABLE_ECC = (
+    "Double Bit/Total",
+    "DRAM Uncorrectable",
+    "SRAM Uncorrectable Parity",
+    "SRAM Uncorrectable SEC-DED",
+)
+
+
+@dataclass(frozen=True)
+class MemoryHealth:
+    remap_pending: bool  # Remapped Rows/Pending: Yes (a reset or reboot applies the remap)
+    remap_failed: bool  # Remapped Rows/Remapping Failure Occurred: Yes
+    retirement_pending: bool  # Retired Pages/Pending Page Blacklist (or Pending Page Retirement): Yes
+    uncorrectable_volatile: int  # since the driver loaded; N/A counts as 0
+    uncorrectable_aggregate: int  # over the GPU's life (inforom)
+
+
+def _count(value: str | None) -> int:
+    return int(value) if value is not None and value.isdigit() else 0
+
+
+def memory_health(gpu: dict[str, str]) -> MemoryHealth:
+    """One GPU's row-remap, page-retirement and uncorrectable-ECC state from its `-q` fields."""
+
+    def uncorrectable(scope: str) -> int:
+        return sum(_count(gpu.get(f"ECC Errors/{scope}/{name}")) for name in _UNCORRECTABLE_ECC)
+
+    retirement = gpu.get("Retired Pages/Pending Page Blacklist") or gpu.get(
+        "Retired Pages/Pending Page Retirement"
+    )
+    return MemoryHealth(
+        remap_pending=gpu.get("Remapped Rows/Pending") == "Yes",
+        remap_failed=gpu.get("Remapped Rows/Remapping Failure Occurred") == "Yes",
+        retirement_pending=retirement == "Yes",
+        uncorrectable_volatile=uncorrectable("Volatile"),
+        uncorrectable_aggregate=uncorrectable("Aggregate"),
+    )
+
+
+CLOCK_REASON_SECTIONS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
+
+
+def active_clock_reasons(gpu: dict[str, str]) -> list[str] | None:
+    """The clocks event (throttle) reasons that read `Active`; None where the GPU reports none (N/A)."""
+    found = False
+    active = []
+    for path, value in gpu.items():
+        section, _, reason = path.partition("/")
+        if section in CLOCK_REASON_SECTIONS and reason and "/" not in reason:
+            found = True
+            if value == "Active":
+                active.append(reason)
+    return active if found else None
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    gen_current: int
+    gen_max: int
+    width_current: int
+    width_max: int
+
+
+def pcie_link(gpu: dict[str, str]) -> PcieLink | None:
+    """The GPU's PCIe generation and link width, current and max; None where nvidia-smi shows N/A."""
+    base = "PCI/GPU Link Info"
+    values = [
+        gpu.get(f"{base}/PCIe Generation/Current", ""),
+        gpu.get(f"{base}/PCIe Generation/Max", ""),
+        gpu.get(f"{base}/Link Width/Current", "").rstrip("x"),
+        gpu.get(f"{base}/Link Width/Max", "").rstrip("x"),
+    ]
+    if not all(value.isdigit() for value in values):
+        return None
+    gen_current, gen_max, width_current, width_max = map(int, values)
+    return PcieLink(gen_current, gen_max, width_current, width_max)
+
+
+# ----- dkms status ----------------------------------------------------------------------------------------
+
+# dkms 3: `nvidia/535.86.05, 6.5.0-060500rc5-generic, x86_64: installed`;
+# dkms 2: `nvidia, 460.91.03, 5.11.0-36-generic, x86_64: installed`. A warning may follow the state.
+_DKMS = re.compile(
+    r"^(?P<module>[^,/\s]+)(?:/|, )(?P<version>[^,\s]+), (?P<kernel>[^,\s]+), (?P<arch>[^:\s]+): "
+    r"(?P<state>\w+)"
+)
+
+
+@dataclass(frozen=True)
+class DkmsEntry:
+    module: str
+    version: str
+    kernel: str
+    arch: str
+    state: str  # "installed", "built", ...
+
+
+def dkms_status(text: str) -> list[DkmsEntry]:
+    """Each module/version/kernel line of `dkms status`; `added` lines (no kernel yet) are skipped."""
+    entries = []
+    for line in text.splitlines():
+        match = _DKMS.match(line.strip())
+        if match:
+            entries.append(DkmsEntry(**match.groupdict()))
+    return entries

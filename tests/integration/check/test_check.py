@@ -139,6 +139,25 @@ def test_failures_name_the_host_and_the_cause(broken_node2: Sandbox) -> None:
     assert lines and lines[0].startswith("fail")
 
 
+def two_gpus_expected(sandbox: Sandbox, limit: str, only: str) -> subprocess.CompletedProcess[str]:
+    """`gpuprov check --quick --only ONLY` where the inventory is told each host has two GPUs."""
+    return gpuprov(
+        "check",
+        str(sandbox.inventory),
+        "--limit",
+        limit,
+        "--json",
+        "--quick",
+        "--only",
+        only,
+        "-e",
+        "gpuprov_gpu_count=2",
+        env={**sandbox.env, "COLUMNS": "200"},
+        check=False,
+        timeout=300,
+    )
+
+
 @pytest.fixture
 def node2_with_one_gpu(ready: Sandbox) -> Iterator[Sandbox]:
     """node2's stand-in nvidia-smi simulating one GPU (its settings file: standins/programs/gpus-conf.sh)."""
@@ -153,21 +172,7 @@ def node2_with_one_gpu(ready: Sandbox) -> Iterator[Sandbox]:
 
 
 def test_a_gpu_missing_from_nvidia_smi(node2_with_one_gpu: Sandbox) -> None:
-    proc = gpuprov(
-        "check",
-        str(node2_with_one_gpu.inventory),
-        "--limit",
-        "node2",
-        "--json",
-        "--quick",
-        "--only",
-        "gpu-count,cuda-driver",
-        "-e",
-        "gpuprov_gpu_count=2",
-        env={**node2_with_one_gpu.env, "COLUMNS": "200"},
-        check=False,
-        timeout=300,
-    )
+    proc = two_gpus_expected(node2_with_one_gpu, "node2", "gpu-count,cuda-driver")
     assert proc.returncode == 1, proc.stderr
     results = {r["check"]: r for r in json.loads(proc.stdout)["results"]}
     count = results["gpu-count"]
@@ -180,3 +185,38 @@ def test_a_gpu_missing_from_nvidia_smi(node2_with_one_gpu: Sandbox) -> None:
     assert count["source"] == "inventory (gpuprov_gpu_count)" and "missing" in count["action"]
     # The stand-in's driver (550.127.08, CUDA 12.4) supports the locked CUDA 12.4.1.
     assert (results["cuda-driver"]["status"], results["cuda-driver"]["measured"]) == ("pass", "12.4")
+
+
+@pytest.fixture
+def node2_with_a_pending_row_remap(ready: Sandbox) -> Iterator[Sandbox]:
+    """node2's stand-in nvidia-smi simulating two GPUs, GPU 1 with a row remap pending; the settings file
+    is put back byte for byte after (or removed, with its folder, where there was none)."""
+    conf = "/etc/gpuprov/standin-gpus.conf"
+    saved = node_shell(
+        ready,
+        "node2",
+        f"if [ -e {conf} ]; then cp -p {conf} {conf}.orig; echo saved; "
+        "elif [ -d /etc/gpuprov ]; then echo file; else mkdir /etc/gpuprov; echo dir; fi",
+    ).strip()
+    node_shell(ready, "node2", f"printf 'GPU_COUNT=2\\nREMAP_PENDING_GPUS=\"1\"\\n' > {conf}")
+    try:
+        yield ready
+    finally:
+        restore = {
+            "saved": f"mv {conf}.orig {conf}",
+            "file": f"rm -f {conf}",
+            "dir": f"rm -f {conf}; rmdir /etc/gpuprov",
+        }
+        node_shell(ready, "node2", restore[saved])
+
+
+def test_a_pending_row_remap_fails_gpu_memory(node2_with_a_pending_row_remap: Sandbox) -> None:
+    proc = two_gpus_expected(node2_with_a_pending_row_remap, "node1,node2", "gpu-memory")
+    assert proc.returncode == 1, proc.stderr
+    results = {r["host"]: r for r in json.loads(proc.stdout)["results"] if r["check"] == "gpu-memory"}
+    node2 = results["node2"]
+    assert node2["status"] == "fail"
+    assert node2["measured"] == "GPU 1 (00000000:28:00.0): row remap pending"
+    assert "reset" in node2["action"]
+    # node1's stand-in has no settings file: like a host without a GPU, nvidia-smi finds no device.
+    assert results["node1"]["status"] == "could-not-run"

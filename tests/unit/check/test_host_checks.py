@@ -254,3 +254,104 @@ def test_locked_cuda_newer_than_the_driver_supports_fails() -> None:
     assert (ok.status, ok.measured, ok.expected) == (Status.PASS, "12.8", ">= 12.4")
     too_old = host_checks.cuda_driver(view(gathered(smi_q=ran(older)), gpuprov_gpu_count=1))[0]
     assert (too_old.status, too_old.measured) == (Status.FAIL, "12.2")
+
+
+def smi(name: str) -> str:
+    return (RECORDED / "nvidia-smi" / name).read_text()
+
+
+def matmul_run(tflops: dict[str, float], busy: str) -> dict[str, Any]:
+    return {**ran(json.dumps({"n": 16384, "dtype": "float16", "tflops": tflops})), "smi_q_busy": ran(busy)}
+
+
+def test_pending_row_remap_fails_gpu_memory_naming_the_gpu() -> None:
+    v = view(gathered(smi_q=ran(smi("query-full-pending-remap-A100SXM4-555.42.02"))), gpuprov_gpu_count=1)
+    result = host_checks.gpu_memory(v)[0]
+    assert result.status is Status.FAIL
+    assert result.measured == "GPU 0 (00000000:9E:00.0): row remap pending"
+    clean = view(gathered(smi_q=ran(smi("query-full-1xH100SXM-565.57.01"))), gpuprov_gpu_count=1)
+    assert host_checks.gpu_memory(clean)[0].status is Status.PASS
+
+
+def test_uncorrectable_ecc_fails_now_and_warns_as_history() -> None:
+    line = "            DRAM Uncorrectable            : 0\n"
+    head, middle, tail = smi("query-full-1xH100SXM-565.57.01").split(line)
+    counted = line.replace(": 0", ": 1")
+    for text, status, scope in (
+        (head + counted + middle + line + tail, Status.FAIL, "volatile"),
+        (head + line + middle + counted + tail, Status.WARN, "aggregate"),
+    ):
+        result = host_checks.gpu_memory(view(gathered(smi_q=ran(text)), gpuprov_gpu_count=1))[0]
+        assert (result.status, result.measured) == (
+            status,
+            f"GPU 0 (00000000:18:00.0): 1 uncorrectable ECC ({scope})",
+        )
+
+
+def test_gpu_checks_do_not_apply_without_gpus() -> None:
+    v = view(gathered())
+    for check in ("gpu-memory", "matmul", "clocks", "pcie", "peermem", "fabricmanager", "dkms"):
+        assert host_checks.CHECKS[check](v)[0].status is Status.NOT_APPLICABLE, check
+
+
+def test_matmul_warns_for_a_gpu_below_the_median() -> None:
+    busy = smi("query-full-1xH100SXM-565.57.01")
+    v = view(
+        gathered(matmul=matmul_run({"0": 700.0, "1": 690.0, "2": 400.0, "3": 710.0}, busy)),
+        gpuprov_gpu_count=4,
+    )
+    results = host_checks.matmul(v)
+    assert [r.status for r in results] == [Status.PASS, Status.PASS, Status.WARN, Status.PASS]
+    assert results[2].measured == "GPU 2: 400" and results[2].expected == ">= 0.75 x the host's median (695)"
+
+
+def test_matmul_fails_when_torch_sees_no_gpu() -> None:
+    result = host_checks.matmul(view(gathered(), gpuprov_gpu_count=1))[0]
+    assert result.status is Status.FAIL and "torch.cuda.is_available()" in result.detail
+    assert host_checks.clocks(view(gathered(), gpuprov_gpu_count=1))[0].status is Status.COULD_NOT_RUN
+
+
+def test_clocks_and_pcie_read_under_load() -> None:
+    # Recorded outputs stand for what nvidia-smi showed during the matmul.
+    idle = view(
+        gathered(matmul=matmul_run({"0": 700.0}, smi("query-full-1xH100SXM-565.57.01"))), gpuprov_gpu_count=1
+    )
+    assert host_checks.clocks(idle)[0].status is Status.PASS  # Idle is not a reason to warn
+    assert host_checks.pcie(idle)[0].status is Status.PASS
+    capped = view(
+        gathered(matmul=matmul_run({"0": 100.0}, smi("query-full-1xRTX5090-570.124.06"))), gpuprov_gpu_count=1
+    )
+    clocks = host_checks.clocks(capped)[0]
+    assert (clocks.status, clocks.measured) == (Status.WARN, "GPU 0: SW Power Cap")
+    pcie = host_checks.pcie(capped)[0]
+    assert (pcie.status, pcie.measured) == (Status.WARN, "GPU 0: Gen1 x8 (max Gen5 x16)")
+
+
+def test_peermem_where_there_is_rdma() -> None:
+    rdma = gathered(infiniband=["mlx5_0"], modules=["nvidia", "mlx5_ib"])
+    assert host_checks.peermem(view(rdma, gpuprov_gpu_count=1))[0].status is Status.FAIL
+    rdma["modules"].append("nvidia_peermem")
+    assert host_checks.peermem(view(rdma, gpuprov_gpu_count=1))[0].status is Status.PASS
+    assert host_checks.peermem(view(gathered(), gpuprov_gpu_count=1))[0].status is Status.NOT_APPLICABLE
+
+
+def test_fabricmanager_where_there_are_nvswitches() -> None:
+    down = gathered(pci_nvswitches=4, fabricmanager=ran("inactive\n", rc=3))
+    result = host_checks.fabricmanager(view(down, gpuprov_gpu_count=8))[0]
+    assert result.status is Status.FAIL and result.measured == "nvidia-fabricmanager inactive"
+    up = gathered(pci_nvswitches=4, fabricmanager=ran("active\n"))
+    assert host_checks.fabricmanager(view(up, gpuprov_gpu_count=8))[0].status is Status.PASS
+    none = gathered(pci_nvswitches=0)
+    assert host_checks.fabricmanager(view(none, gpuprov_gpu_count=8))[0].status is Status.NOT_APPLICABLE
+
+
+def test_dkms_module_built_for_the_running_kernel() -> None:
+    text = (RECORDED / "dkms" / "status-dkms3-nvidia-535.86.05").read_text()
+    lock = {**LOCK, "driver_version": "535.86.05"}
+    built = gathered(dkms=ran(text), kernel="6.5.0-060500rc5-generic")
+    assert host_checks.dkms(view(built, gpuprov_gpu_count=1, gpu_stack=lock))[0].status is Status.PASS
+    other_kernel = gathered(dkms=ran(text), kernel="6.8.0-31-generic")
+    result = host_checks.dkms(view(other_kernel, gpuprov_gpu_count=1, gpu_stack=lock))[0]
+    assert result.status is Status.FAIL and "6.8.0-31-generic" in result.expected
+    precompiled = gathered(dkms={"rc": None, "missing": True, "stdout": "", "stderr": ""})
+    assert host_checks.dkms(view(precompiled, gpuprov_gpu_count=1))[0].status is Status.NOT_APPLICABLE

@@ -147,3 +147,100 @@ def test_ibstat_spaces_roce() -> None:
         ("mlx5_1", "Active", 200, "Ethernet"),
         ("mlx5_10", "Down", None, ""),
     ]
+
+
+def first_gpu(name: str) -> dict[str, str]:
+    return parsers.smi_query(recorded("nvidia-smi", name)).gpus[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "health"),
+    [
+        ("query-full-1xH100SXM-565.57.01", parsers.MemoryHealth(False, False, False, 0, 0)),
+        ("query-full-1xA40-550.127.05", parsers.MemoryHealth(False, False, False, 0, 0)),  # 10 correctable
+        ("query-full-pending-remap-A100SXM4-555.42.02", parsers.MemoryHealth(True, False, False, 0, 0)),
+        ("query-full-1xV100-550.127.05", parsers.MemoryHealth(False, False, False, 0, 0)),  # Double Bit/Total
+        ("query-full-1xRTX5090-570.124.06", parsers.MemoryHealth(False, False, False, 0, 0)),  # all N/A
+        ("query-full-1xGTX680-470.256.02", parsers.MemoryHealth(False, False, False, 0, 0)),
+    ],
+)
+def test_memory_health(name: str, health: parsers.MemoryHealth) -> None:
+    assert parsers.memory_health(first_gpu(name)) == health
+
+
+def test_memory_health_reads_both_ecc_layouts() -> None:
+    # Each recorded layout's uncorrectable counters, given a count: pre-Ampere "Double Bit/Total", later DRAM.
+    v100 = recorded("nvidia-smi", "query-full-1xV100-550.127.05")
+    total = "                Total                     : 0\n"
+    assert v100.count(total) == 4  # Volatile and Aggregate, Single and Double Bit: the 2nd and 4th are Double
+    parts = v100.split(total)
+    changed = (
+        parts[0]
+        + total
+        + parts[1]
+        + total.replace(": 0", ": 2")
+        + parts[2]
+        + total
+        + parts[3]
+        + total
+        + parts[4]
+    )
+    gpu = parsers.smi_query(changed).gpus[0]
+    assert parsers.memory_health(gpu).uncorrectable_volatile == 2
+    h100 = recorded("nvidia-smi", "query-full-1xH100SXM-565.57.01").replace(
+        "DRAM Uncorrectable            : 0", "DRAM Uncorrectable            : 3"
+    )
+    health = parsers.memory_health(parsers.smi_query(h100).gpus[0])
+    assert (health.uncorrectable_volatile, health.uncorrectable_aggregate) == (3, 3)
+
+
+@pytest.mark.parametrize(
+    ("name", "active"),
+    [
+        ("query-full-1xH100SXM-565.57.01", ["Idle"]),
+        ("query-full-1xA40-550.127.05", ["SW Power Cap"]),
+        ("query-full-1xRTX5090-570.124.06", ["SW Power Cap"]),
+        ("query-full-1xGTX1050Ti-535.161.07", []),
+        ("query-full-1xGTX680-470.256.02", None),  # "Clocks Throttle Reasons : N/A"
+    ],
+)
+def test_active_clock_reasons(name: str, active: list[str] | None) -> None:
+    assert parsers.active_clock_reasons(first_gpu(name)) == active
+
+
+def test_clock_reasons_under_their_pre_535_name() -> None:
+    # A section only, as pasted (SOURCES.md): indented as inside a GPU.
+    gpu = parsers.smi_query(
+        "GPU 00000000:01:00.0\n" + recorded("nvidia-smi", "section-clocks-throttle-reasons-455.10")
+    ).gpus[0]
+    assert parsers.active_clock_reasons(gpu) == ["Idle"]
+
+
+@pytest.mark.parametrize(
+    ("name", "link"),
+    [
+        ("query-full-1xH100SXM-565.57.01", parsers.PcieLink(5, 5, 16, 16)),
+        ("query-full-1xA40-550.127.05", parsers.PcieLink(1, 4, 16, 16)),  # idle: the link drops to Gen1
+        ("query-full-1xRTX5090-570.124.06", parsers.PcieLink(1, 5, 8, 16)),
+        ("query-full-1xGTX680-470.256.02", None),  # N/A
+    ],
+)
+def test_pcie_link(name: str, link: parsers.PcieLink | None) -> None:
+    assert parsers.pcie_link(first_gpu(name)) == link
+
+
+@pytest.mark.parametrize(
+    ("name", "entry"),
+    [
+        (
+            "status-dkms3-nvidia-535.86.05",
+            parsers.DkmsEntry("nvidia", "535.86.05", "6.5.0-060500rc5-generic", "x86_64", "installed"),
+        ),
+        (
+            "status-dkms2-nvidia-460.91.03",
+            parsers.DkmsEntry("nvidia", "460.91.03", "5.11.0-36-generic", "x86_64", "installed"),
+        ),
+    ],
+)
+def test_dkms_status(name: str, entry: parsers.DkmsEntry) -> None:
+    assert parsers.dkms_status(recorded("dkms", name))[0] == entry

@@ -192,7 +192,9 @@ def test_query_prints_the_recorded_fields_in_their_format(tmp_path: Path, machin
 
     # Each field the stand-in prints is a real field: same label, same indentation, same column, and a
     # value of the recorded form.
-    real, mine = fields(recorded), fields(ours)
+    # The recordings end at Minor Number: compare what comes before (the sections after it: below).
+    head = ours[: ours.index("\n", ours.index("    Minor Number")) + 1]
+    real, mine = fields(recorded), fields(head)
     assert list(mine) == [
         "Timestamp", "Driver Version", "CUDA Version", "Attached GPUs",
         "    Product Name", "    Persistence Mode", "    GPU UUID", "    Minor Number",
@@ -251,3 +253,77 @@ def test_query_head_has_the_labels_of_a_580_recording(tmp_path: Path) -> None:
         assert label in recorded and label in ours
     assert ours["Driver Version"] == recorded["Driver Version"]
     assert ours["Attached GPUs"] == recorded["Attached GPUs"]
+
+
+# -q: the GPU health sections, against whole first-GPU recordings of data-center GPUs (SOURCES.md, FIELDS.md)
+
+FULL = [
+    Machine("query-full-1xA40-550.127.05", "12.4", 1, "NVIDIA A40", 46068, True),
+    Machine("query-full-pending-remap-A100SXM4-555.42.02", "12.5", 1, "NVIDIA A100-SXM4-80GB", 81920, True),
+    Machine("query-full-1xH100SXM-565.57.01", "12.7", 1, "NVIDIA H100 80GB HBM3", 81559, True),
+]
+HEALTH_SECTIONS = (
+    "GPU Link Info",
+    "Clocks Event Reasons",
+    "ECC Mode",
+    "ECC Errors",
+    "Retired Pages",
+    "Remapped Rows",
+)
+VALUE_FORMS = r"\d+|\d+x|\d+ bank\(s\)|N/A|Yes|No|Active|Not Active|Enabled|Disabled|P\d+"
+
+
+def section(text: str, name: str) -> list[str]:
+    """The first GPU's section `name`: its title line and the more indented lines under it."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == name)
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if len(line) - len(line.lstrip()) <= indent:
+            break
+        block.append(line)
+    return block
+
+
+def labels(block: list[str]) -> list[str]:
+    """The lines with their values blanked: what must agree between the real tool and the stand-in."""
+    return [re.sub(r"(?<=: ).*$", "VALUE", line.rstrip()) for line in block]
+
+
+@pytest.mark.parametrize("machine", FULL, ids=[m.file for m in FULL])
+def test_query_health_sections_are_laid_out_as_recorded(tmp_path: Path, machine: Machine) -> None:
+    recorded = (RECORDED / machine.file).read_text()
+    ours = run(stand_in(tmp_path, machine), "-q")
+    for name in HEALTH_SECTIONS:
+        real_block, our_block = section(recorded, name), section(ours, name)
+        assert labels(our_block) == labels(real_block), name
+        for line in real_block + our_block:
+            if ": " in line:
+                assert re.fullmatch(VALUE_FORMS, line.split(": ", 1)[1]), line
+    # The PCI section: the stand-in prints Bus Id and GPU Link Info, which the real one has in that order.
+    assert section(ours, "PCI")[1] == f"{'        Bus Id':<42}: 00000000:18:00.0"
+    real_pci = labels(section(recorded, "PCI"))
+    assert real_pci.index(labels(section(ours, "PCI"))[1]) < real_pci.index("        GPU Link Info")
+
+
+def test_a_pending_row_remap_reads_as_the_recorded_one(tmp_path: Path) -> None:
+    machine = FULL[1]  # the recorded A100 with a row remap pending
+    tool = stand_in(tmp_path, machine)
+    (tmp_path / "gpus.conf").write_text(machine.conf + 'REMAP_PENDING_GPUS="0"\n')
+    ours = section(run(tool, "-q"), "Remapped Rows")
+    real = section((RECORDED / machine.file).read_text(), "Remapped Rows")
+    pending = f"{'        Pending':<42}: Yes"
+    assert pending in ours and pending in real
+    assert f"{'        Remapping Failure Occurred':<42}: No" in ours
+
+
+def test_ecc_and_failed_remap_settings_apply_to_their_gpu_only(tmp_path: Path) -> None:
+    machine = Machine("sandbox-550.127.08", "12.4", 2, "NVIDIA H100 80GB HBM3", 81559, True)
+    tool = stand_in(tmp_path, machine)
+    (tmp_path / "gpus.conf").write_text(machine.conf + 'ECC_UNCORRECTABLE_GPUS="1"\nREMAP_FAILED_GPUS="1"\n')
+    first, second = run(tool, "-q").split("\nGPU ")[1:]
+    assert f"{'            DRAM Uncorrectable':<42}: 0" in first
+    assert f"{'            DRAM Uncorrectable':<42}: 1" in second
+    assert f"{'        Remapping Failure Occurred':<42}: No" in first
+    assert f"{'        Remapping Failure Occurred':<42}: Yes" in second

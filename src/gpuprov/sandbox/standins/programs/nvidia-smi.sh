@@ -5,6 +5,9 @@
 #   GPU_COUNT=2
 #   GPU_NAME="NVIDIA H100 80GB HBM3"
 #   MEMORY_MIB=81559
+#   REMAP_PENDING_GPUS="1"        GPU indices with a row remap pending (Remapped Rows/Pending: Yes)
+#   REMAP_FAILED_GPUS=""          ... with Remapping Failure Occurred: Yes
+#   ECC_UNCORRECTABLE_GPUS=""     ... with one DRAM Uncorrectable error (volatile and aggregate)
 # Then it answers the summary table (laid out as driver @BRANCH@'s, smi_layout.py), -L, -q (a few fields),
 # --query-gpu=...,--format=csv[,noheader][,nounits], -i and -pm.
 DRIVER_VERSION="@VERSION@"
@@ -19,14 +22,17 @@ NVIDIA System Management Interface -- v$DRIVER_VERSION (gpuprov sandbox stand-in
 Implemented:
     nvidia-smi                       summary table
     nvidia-smi -L                    list the GPUs
-    nvidia-smi -q                    Product Name, Persistence Mode, GPU UUID and Minor Number of each GPU
+    nvidia-smi -q                    Product Name, Persistence Mode, GPU UUID, Minor Number, PCI (Bus Id,
+                                     GPU Link Info), Performance State, Clocks Event Reasons, ECC Mode,
+                                     ECC Errors, Retired Pages and Remapped Rows of each GPU
     nvidia-smi --query-gpu=FIELDS --format=csv[,noheader][,nounits]
         FIELDS: index count name uuid driver_version pci.bus_id memory.total memory.used
                 memory.free persistence_mode compute_cap compute_mode utilization.gpu temperature.gpu
     nvidia-smi -i N ...              only GPU N
     nvidia-smi -pm 0|1               persistence mode
     nvidia-smi --version
-Simulated GPUs come from $CONF (GPU_COUNT, GPU_NAME, MEMORY_MIB, COMPUTE_CAP).
+Simulated GPUs come from $CONF (GPU_COUNT, GPU_NAME, MEMORY_MIB, COMPUTE_CAP, PCIE_GEN, PCIE_WIDTH,
+REMAP_PENDING_GPUS, REMAP_FAILED_GPUS, ECC_UNCORRECTABLE_GPUS).
 EOF
 }
 
@@ -162,7 +168,64 @@ query_all() {
         echo "GPU $(bus_id "$i")"
         printf '%-42s: %s\n' "    Product Name" "$GPU_NAME" "    Persistence Mode" "$(persistence_mode)" \
             "    GPU UUID" "$(gpu_uuid "$i")" "    Minor Number" "$i"
+        query_health "$i"
     done
+}
+
+listed() {
+    # Whether GPU index $1 is in the space-separated list $2.
+    case " $2 " in *" $1 "*) return 0 ;; *) return 1 ;; esac
+}
+
+yes_no() {
+    if listed "$1" "$2"; then echo Yes; else echo No; fi
+}
+
+query_health() {
+    # GPU $1's sections as an Ampere/Hopper data-center GPU shows them on drivers 550 to 570
+    # (tests/recorded/nvidia-smi/query-full-*, FIELDS.md), idle as the recorded H100 (P0, Idle Active, at its
+    # full link).
+    ecc=0
+    listed "$1" "$ECC_UNCORRECTABLE_GPUS" && ecc=1
+    echo "    PCI"
+    printf '%-42s: %s\n' "        Bus Id" "$(bus_id "$1")"
+    echo "        GPU Link Info"
+    echo "            PCIe Generation"
+    printf '%-42s: %s\n' "                Max" "$PCIE_GEN" "                Current" "$PCIE_GEN" \
+        "                Device Current" "$PCIE_GEN" "                Device Max" "$PCIE_GEN" \
+        "                Host Max" "$PCIE_GEN"
+    echo "            Link Width"
+    printf '%-42s: %s\n' "                Max" "${PCIE_WIDTH}x" "                Current" "${PCIE_WIDTH}x"
+    printf '%-42s: %s\n' "    Performance State" P0
+    echo "    Clocks Event Reasons"
+    printf '%-42s: %s\n' "        Idle" Active "        Applications Clocks Setting" "Not Active" \
+        "        SW Power Cap" "Not Active" "        HW Slowdown" "Not Active" \
+        "            HW Thermal Slowdown" "Not Active" "            HW Power Brake Slowdown" "Not Active" \
+        "        Sync Boost" "Not Active" "        SW Thermal Slowdown" "Not Active" \
+        "        Display Clock Setting" "Not Active"
+    echo "    ECC Mode"
+    printf '%-42s: %s\n' "        Current" Enabled "        Pending" Enabled
+    echo "    ECC Errors"
+    for scope in Volatile Aggregate; do
+        echo "        $scope"
+        printf '%-42s: %s\n' "            SRAM Correctable" 0 "            SRAM Uncorrectable Parity" 0 \
+            "            SRAM Uncorrectable SEC-DED" 0 "            DRAM Correctable" 0 \
+            "            DRAM Uncorrectable" "$ecc"
+    done
+    printf '%-42s: %s\n' "            SRAM Threshold Exceeded" No
+    echo "        Aggregate Uncorrectable SRAM Sources"
+    printf '%-42s: %s\n' "            SRAM L2" 0 "            SRAM SM" 0 "            SRAM Microcontroller" 0 \
+        "            SRAM PCIE" 0 "            SRAM Other" 0
+    echo "    Retired Pages"
+    printf '%-42s: %s\n' "        Single Bit ECC" N/A "        Double Bit ECC" N/A \
+        "        Pending Page Blacklist" N/A
+    echo "    Remapped Rows"
+    printf '%-42s: %s\n' "        Correctable Error" 0 "        Uncorrectable Error" "$ecc" \
+        "        Pending" "$(yes_no "$1" "$REMAP_PENDING_GPUS")" \
+        "        Remapping Failure Occurred" "$(yes_no "$1" "$REMAP_FAILED_GPUS")"
+    echo "        Bank Remap Availability Histogram"
+    printf '%-42s: %s\n' "            Max" "2560 bank(s)" "            High" "0 bank(s)" \
+        "            Partial" "0 bank(s)" "            Low" "0 bank(s)" "            None" "0 bank(s)"
 }
 
 set_persistence_mode() {
