@@ -1,12 +1,13 @@
 """How long `gpuprov check --quick` and the full `gpuprov check` take on 2 and 8 sandbox nodes.
 
-    .venv/bin/python benchmarks/check.py [--nodes 2,8] [--repeat 3] [--keep]
+    .venv/bin/python benchmarks/check.py [--nodes 2,8] [--repeat 3] [--name NAME] [--keep]
 
-Starts its own debian12 sandbox (name bench-check-*) with the largest node count, bootstraps it with
+Starts its own debian12 sandbox (--name, else bench-check-*) with the largest node count, bootstraps it with
 `gpuprov bootstrap` (untimed), then for each node count N times `gpuprov check --limit node1..nodeN` with
 --quick and without (the full run adds the port test and the gloo all-reduce through gpuprov launch),
 interleaved, `--repeat` times each, and prints the median and the range. Every timed run must exit 0 (the
-sandbox's warnings allowed). The sandbox is removed afterwards unless --keep.
+sandbox's warnings allowed). The machine's load average (os.getloadavg) is printed before and after the
+timed runs: the figures mean little without it. The sandbox is removed afterwards unless --keep.
 """
 
 from __future__ import annotations
@@ -46,12 +47,13 @@ def main() -> int:
     )
     parser.add_argument("--nodes", default="2,8", help="node counts, comma list")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--name", default="", help="the sandbox's name (default bench-check-<random>)")
     parser.add_argument("--keep", action="store_true", help="leave the sandbox running")
     args = parser.parse_args()
     counts = sorted({int(n) for n in args.nodes.split(",")})
     state = Path(tempfile.mkdtemp(prefix="bench-check-state-"))
     env = {**os.environ, "GPUPROV_STATE_DIR": str(state), "COLUMNS": "200"}
-    name = f"bench-check-{uuid.uuid4().hex[:6]}"
+    name = args.name or f"bench-check-{uuid.uuid4().hex[:6]}"
     print(f"sandbox {name} with {max(counts)} nodes, then `gpuprov bootstrap` ...", flush=True)
     sandbox = start_sandbox(name, env, "--nodes", str(max(counts)), "--os", "debian12")
     try:
@@ -61,11 +63,14 @@ def main() -> int:
         )
         print(f"bootstrapped in {time.monotonic() - started:.0f} s", flush=True)
         times: dict[tuple[int, bool], list[float]] = {(n, q): [] for n in counts for q in (True, False)}
+        before = os.getloadavg()
         for _ in range(args.repeat):
             for n in counts:
                 for quick in (True, False):
                     times[n, quick].append(timed_check(sandbox, env, n, quick))
-        print(f"\n{'command':<28} {'nodes':>5} {'median s':>9} {'min s':>7} {'max s':>7}")
+        after = os.getloadavg()
+        print(f"\nload average (1, 5, 15 min): before {before}, after {after}; {os.cpu_count()} CPUs")
+        print(f"{'command':<28} {'nodes':>5} {'median s':>9} {'min s':>7} {'max s':>7}")
         for (n, quick), values in times.items():
             command = "gpuprov check --quick" if quick else "gpuprov check"
             median = statistics.median(values)

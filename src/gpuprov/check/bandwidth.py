@@ -1,8 +1,9 @@
 """All-reduce bus bandwidth across the hosts, run through gpuprov's own launch (allreduce.py under torchrun).
 
-Reported as the median bus bandwidth of several repetitions with its spread (min-max). A threshold comes
-only from the inventory (`gpuprov_check_min_busbw_gbps`); gloo on CPU gets none unless the inventory sets
-one: the number is reported, marked as such. When the all-hosts figure misses the threshold, host pairs
+Reported as the median bus bandwidth of several repetitions with its spread (min-max). The threshold comes
+from the inventory (`gpuprov_check_min_busbw_gbps`), else, for NCCL, from the hosts' network hardware
+(busbw_threshold.py); gloo on CPU gets none unless the inventory sets one: the number is reported, marked
+as such. When the all-hosts figure misses the threshold, host pairs
 are measured (the first host with each other one) and the slow host is named.
 """
 
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuprov import console
+from gpuprov.check import busbw_threshold as threshold_mod
+from gpuprov.check import expected
 from gpuprov.check.gather import Gathered
 from gpuprov.check.results import Result, Status
 from gpuprov.errors import GpuprovError
@@ -24,7 +27,7 @@ from gpuprov.launch import options as launch_options
 
 SCRIPT = Path(__file__).with_name("allreduce.py")
 MARK = "GPUPROV_ALLREDUCE "
-THRESHOLD_VAR = "gpuprov_check_min_busbw_gbps"
+THRESHOLD_VAR = threshold_mod.INVENTORY_VAR
 FORMULA = "busbw = algbw x 2(n-1)/n (nccl-tests doc/PERFORMANCE.md)"
 
 
@@ -53,18 +56,56 @@ def _summary(values: list[float]) -> tuple[float, str]:
     return median, f"{min(values):.3f}-{max(values):.3f}"
 
 
+def judged(
+    where: str, values: list[float], threshold: threshold_mod.Threshold, detail: str = "", action: str = ""
+) -> Result:
+    """One measurement against the threshold: pass, or fail with the action given."""
+    median, spread = _summary(values)
+    ok = median >= threshold.gbps
+    return Result(
+        "bandwidth",
+        where,
+        Status.PASS if ok else Status.FAIL,
+        measured=f"{median:.3f} (spread {spread})",
+        expected=f">= {threshold.gbps:g}",
+        unit="GB/s busbw",
+        source=threshold.source,
+        margin=f"{(median - threshold.gbps) / threshold.gbps * 100:+.0f}%",
+        detail=detail,
+        action="" if ok else action,
+    )
+
+
+def hardware_threshold(found: list[Gathered], gpus_per_host: int) -> threshold_mod.Threshold | None:
+    def rate(g: Gathered) -> threshold_mod.HostRate | None:
+        v = g.host.vars
+        ifname = v.get("nccl_socket_ifname") or expected.variable(  # as the nccl-interface check reads it
+            v, "network_tuning", "network_tuning_nccl_socket_ifname"
+        )
+        hca = expected.variable(v, "network_tuning", "network_tuning_nccl_ib_hca")
+        return threshold_mod.host_rate(g.data, str(ifname or ""), gpus_per_host, str(hca or ""))
+
+    return threshold_mod.from_hardware([(g.host.name, rate(g)) for g in found])
+
+
 def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any]) -> list[Result]:
     names = [g.host.name for g in found]
     if len(names) < 2:
         return [
             Result("bandwidth", "cluster", Status.NOT_APPLICABLE, detail="fewer than two reachable hosts")
         ]
-    threshold_value = extra_vars.get(THRESHOLD_VAR, found[0].host.vars.get(THRESHOLD_VAR))
     try:
-        threshold = float(threshold_value) if threshold_value is not None else None
+        threshold = threshold_mod.from_inventory(
+            extra_vars.get(THRESHOLD_VAR, found[0].host.vars.get(THRESHOLD_VAR))
+        )
     except (TypeError, ValueError):
         return [
-            Result("bandwidth", "cluster", Status.COULD_NOT_RUN, detail=f"{THRESHOLD_VAR} is not a number")
+            Result(
+                "bandwidth",
+                "cluster",
+                Status.COULD_NOT_RUN,
+                detail=f"{THRESHOLD_VAR} is not a number above 0",
+            )
         ]
     try:
         report = measure(inventory, names)
@@ -79,56 +120,38 @@ def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any])
             )
         ]
     values = busbw_gbps(report)
-    median, spread = _summary(values)
     backend = str(report["backend"])
-    mib = int(report["bytes"]) >> 20
-    what = f"all-reduce {mib} MiB, {backend}, {report['world']} ranks, median of {len(values)}"
+    if threshold is None and backend == "nccl":
+        threshold = hardware_threshold(found, int(report["world"]) // len(names))
+    size = int(report["bytes"])
+    shown = f"{size >> 30} GiB" if size >= 1 << 30 else f"{size >> 20} MiB"
+    what = f"all-reduce {shown}, {backend}, {report['world']} ranks, median of {len(values)}"
+    where = f"all {len(names)} hosts"
     if threshold is None:
+        median, spread = _summary(values)
+        why = (
+            "gloo on CPU is measured, not judged"
+            if backend == "gloo"
+            else f"the network's rate is unknown on a host: set {THRESHOLD_VAR}"
+        )
         return [
             Result(
                 "bandwidth",
-                f"all {len(names)} hosts",
+                where,
                 Status.PASS,
                 measured=f"{median:.3f} (spread {spread})",
                 unit="GB/s busbw",
                 source=FORMULA,
-                detail=f"{what}; no threshold: "
-                + ("gloo on CPU is measured, not judged" if backend == "gloo" else f"set {THRESHOLD_VAR}"),
+                detail=f"{what}; no threshold: {why}",
             )
         ]
-    margin = f"{(median - threshold) / threshold * 100:+.0f}%"
-    if median >= threshold:
-        return [
-            Result(
-                "bandwidth",
-                f"all {len(names)} hosts",
-                Status.PASS,
-                measured=f"{median:.3f} (spread {spread})",
-                expected=f">= {threshold:g}",
-                unit="GB/s busbw",
-                source=f"inventory ({THRESHOLD_VAR})",
-                margin=margin,
-                detail=what,
-            )
-        ]
-    results = [
-        Result(
-            "bandwidth",
-            f"all {len(names)} hosts",
-            Status.FAIL,
-            measured=f"{median:.3f} (spread {spread})",
-            expected=f">= {threshold:g}",
-            unit="GB/s busbw",
-            source=f"inventory ({THRESHOLD_VAR})",
-            margin=margin,
-            detail=what,
-            action="see the pair results below for the slow host",
-        )
-    ]
-    return results + pairs(inventory, names, threshold)
+    result = judged(where, values, threshold, what, "see the pair results below for the slow host")
+    if result.status is Status.PASS:
+        return [result]
+    return [result, *pairs(inventory, names, threshold)]
 
 
-def pairs(inventory: Path, names: list[str], threshold: float) -> list[Result]:
+def pairs(inventory: Path, names: list[str], threshold: threshold_mod.Threshold) -> list[Result]:
     """Each host with the first one; the hosts whose pair misses are the suspects. When every pair misses,
     the first host is the slow one (or every other host is)."""
     if len(names) == 2:  # the one pair is the all-hosts run again
@@ -145,26 +168,15 @@ def pairs(inventory: Path, names: list[str], threshold: float) -> list[Result]:
     results = []
     for other in names[1:]:
         try:
-            median, spread = _summary(busbw_gbps(measure(inventory, [names[0], other])))
+            values = busbw_gbps(measure(inventory, [names[0], other]))
         except GpuprovError as exc:
             results.append(
                 Result("bandwidth", f"{names[0]} <-> {other}", Status.COULD_NOT_RUN, detail=exc.message)
             )
             continue
-        measured[other] = median
-        results.append(
-            Result(
-                "bandwidth",
-                f"{names[0]} <-> {other}",
-                Status.PASS if median >= threshold else Status.FAIL,
-                measured=f"{median:.3f} (spread {spread})",
-                expected=f">= {threshold:g}",
-                unit="GB/s busbw",
-                source=f"inventory ({THRESHOLD_VAR})",
-                margin=f"{(median - threshold) / threshold * 100:+.0f}%",
-            )
-        )
-    slow = [name for name, value in measured.items() if value < threshold]
+        measured[other] = statistics.median(values)
+        results.append(judged(f"{names[0]} <-> {other}", values, threshold))
+    slow = [name for name, value in measured.items() if value < threshold.gbps]
     if measured and len(slow) == len(measured):
         culprit = names[0]
     elif slow and len(slow) < len(measured):

@@ -14,7 +14,7 @@ from typing import Any
 
 import paramiko
 
-from gpuprov import hosts, ssh
+from gpuprov import hosts, hostsockets, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch.remote import python_command
 
@@ -24,7 +24,7 @@ PROBE_TIMEOUT_S = 150.0  # the env's `import torch` may take a minute on a cold 
 
 @functools.cache
 def probe_code() -> str:
-    return PROBE_SOURCE.read_text()
+    return hostsockets.program(PROBE_SOURCE)
 
 
 def system_python(host: hosts.Host) -> str:

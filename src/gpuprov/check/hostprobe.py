@@ -1,6 +1,7 @@
 """What `gpuprov check` runs on each host: reads, never changes. Standard library only (Python >= 3.8).
 
-Sent as the text of `python3 -c` in the SSH command, like launch's probe.py; nothing is written to the host.
+Sent as the text of `python3 -c` in the SSH command, like launch's probe.py, with gpuprov/hostsockets.py's
+code in place of its import (hostsockets.program); nothing is written to the host.
 
     hostprobe.py collect          reads a JSON request on stdin, prints one JSON object: everything the
                                   per-host checks need, gathered in this one run (raw tool outputs; the
@@ -17,11 +18,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+from gpuprov.hostsockets import accept_tokens, bind_first, send_token
 
 TOOL_TIMEOUT_S = 20.0
 
@@ -161,6 +163,15 @@ def _interfaces() -> dict[str, str]:
     return found
 
 
+def _interface_speeds() -> dict[str, int | None]:
+    """Each network interface's link speed in Mb/s (sysfs; None where it has none: down, virtual)."""
+    found: dict[str, int | None] = {}
+    for name in _interfaces():
+        text = (_read(f"/sys/class/net/{name}/speed") or "").strip()  # EINVAL (None) on a down link
+        found[name] = int(text) if text.lstrip("-").isdigit() and int(text) > 0 else None
+    return found
+
+
 def _nvidia_pci_devices(classes: tuple[str, ...] = ("0x0300", "0x0302")) -> int:
     """NVIDIA devices on the PCI bus: vendor 0x10de and a class of `classes`; by default GPUs, class 0x0300
     (VGA) or 0x0302 (3D controller); NVSwitches are class 0x0680 (bridge)."""
@@ -279,6 +290,7 @@ def collect(request: dict[str, object]) -> dict[str, object]:
         "sysctl_readonly": _readonly(keys),
         "nccl_conf": _read(str(request.get("nccl_conf") or "/etc/nccl.conf")),
         "interfaces": _interfaces(),
+        "interface_speeds": _interface_speeds(),
         "cuda_version_json": _read(str(request.get("cuda_home") or "/usr/local/cuda") + "/version.json"),
         "python_env_fact": fact,
         "python_path": python,
@@ -305,51 +317,19 @@ def collect(request: dict[str, object]) -> dict[str, object]:
 
 
 def listen(first: int, last: int, expected: int, timeout: float) -> None:
-    socks = []
-    for candidates in (range(first, last + 1), [0]):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        bound = False
-        for port in candidates:
-            try:
-                s.bind(("0.0.0.0", port))
-                bound = True
-                break
-            except OSError:
-                continue
-        if not bound:
-            print("busy", flush=True)
-            return
-        s.listen(64)
-        socks.append(s)
+    socks = [bind_first(range(first, last + 1)), bind_first([0])]
+    if socks[0] is None or socks[1] is None:
+        print("busy", flush=True)
+        return
     print(f"ports {socks[0].getsockname()[1]} {socks[1].getsockname()[1]}", flush=True)
     deadline = time.monotonic() + timeout
     lock = threading.Lock()
 
-    def accept(s: socket.socket) -> None:
-        got = 0
-        while got < expected and time.monotonic() < deadline:
-            s.settimeout(max(0.05, deadline - time.monotonic()))
-            try:
-                conn, _ = s.accept()
-            except OSError:
-                break
-            conn.settimeout(2)
-            data = b""
-            try:
-                while True:
-                    chunk = conn.recv(256)
-                    if not chunk:
-                        break
-                    data += chunk
-            except OSError:
-                pass
-            conn.close()
-            with lock:
-                print("got " + data.decode(errors="replace").strip(), flush=True)
-            got += 1
-        s.close()
+    def say(line: str) -> None:
+        with lock:
+            print(line, flush=True)
 
-    threads = [threading.Thread(target=accept, args=(s,)) for s in socks]
+    threads = [threading.Thread(target=accept_tokens, args=(s, expected, deadline, say)) for s in socks]
     for t in threads:
         t.start()
     for t in threads:
@@ -360,15 +340,7 @@ def connect(timeout: float, targets: list[list[object]]) -> None:
     results: dict[str, str] = {}
 
     def one(name: str, address: str, port: int, token: str) -> None:
-        try:
-            conn = socket.create_connection((address, port), timeout=timeout)
-            conn.sendall(token.encode() + b"\n")
-            conn.close()
-            results[name] = "ok"
-        except TimeoutError:
-            results[name] = f"timed out after {timeout:g}s"
-        except OSError as exc:
-            results[name] = exc.strerror or str(exc)
+        results[name] = send_token(address, port, token, timeout)
 
     threads = [
         threading.Thread(target=one, args=(str(t[0]), str(t[1]), int(str(t[2])), str(t[3]))) for t in targets

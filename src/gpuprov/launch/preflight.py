@@ -24,7 +24,7 @@ from pathlib import Path
 
 import paramiko
 
-from gpuprov import hosts, ssh
+from gpuprov import hosts, hostsockets, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.launch import remote
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Nproc
@@ -38,7 +38,7 @@ PROBE_SOURCE = Path(__file__).with_name("probe.py")  # its programs for the host
 
 @functools.cache
 def _probe_code() -> str:
-    return PROBE_SOURCE.read_text()
+    return hostsockets.program(PROBE_SOURCE)
 
 
 def probe_command(python: str, *args: str) -> str:

@@ -1,7 +1,8 @@
 """The programs launch's preflight runs on each host, before anything is pushed or started.
 
 Standard library only: it runs with the env's Python on the host (any Python >= 3.8), sent as the text of
-`python -c` in the same SSH command (nothing is written to a host that preflight may turn down).
+`python -c` in the same SSH command (nothing is written to a host that preflight may turn down), with
+gpuprov/hostsockets.py's code in place of its import (hostsockets.program).
 Each command prints its answer on stdout:
 
     probe.py look                                  one JSON line: the env's torch, read from its files
@@ -22,11 +23,12 @@ import hashlib
 import importlib.util
 import json
 import os
-import socket
 import sys
 import sysconfig
 import threading
 import time
+
+from gpuprov.hostsockets import accept_tokens, bind_first, send_token
 
 
 def env_state() -> str:
@@ -123,57 +125,18 @@ def import_torch() -> dict[str, object]:
 def listen(first: int, count: int, expected: int, timeout: float) -> None:
     """On the master: bind the first free port of first..first+count-1, say which, then accept up to
     `expected` connections (for `timeout` seconds) and print the token each sent."""
-    sock = None
-    port = first
-    for port in range(first, first + count):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            s.close()
-            continue
-        sock = s
-        break
+    sock = bind_first(range(first, first + count))
     if sock is None:
         _say("busy")
         return
-    sock.listen(64)
-    _say(f"port {port}")
-    deadline = time.monotonic() + timeout
-    got = 0
-    while got < expected and time.monotonic() < deadline:
-        sock.settimeout(max(0.05, deadline - time.monotonic()))
-        try:
-            conn, _ = sock.accept()
-        except OSError:
-            break
-        conn.settimeout(2)
-        data = b""
-        try:
-            # Read to EOF: the worker closes first, so no TIME_WAIT is left on this port for torchrun.
-            while True:
-                chunk = conn.recv(256)
-                if not chunk:
-                    break
-                data += chunk
-        except OSError:
-            pass
-        conn.close()
-        _say("got " + data.decode(errors="replace").strip())
-        got += 1
-    sock.close()
+    _say(f"port {sock.getsockname()[1]}")
+    accept_tokens(sock, expected, time.monotonic() + timeout, _say)
 
 
 def connect(address: str, port: int, token: str, timeout: float) -> None:
     """On a worker: open a TCP connection to the master's address and port and send the token."""
-    try:
-        conn = socket.create_connection((address, port), timeout=timeout)
-        conn.sendall(token.encode() + b"\n")
-        conn.close()
-    except OSError as exc:
-        _say(f"error {exc.strerror or exc}")
-    else:
-        _say("ok")
+    answer = send_token(address, port, token, timeout)
+    _say(answer if answer == "ok" else f"error {answer}")
 
 
 _output = threading.Lock()

@@ -4,13 +4,13 @@ gives: the hosts here are 127.0.0.1 on closed ports (1, 2), so every SSH connect
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-BIN = Path(sys.executable).parent
+from tests.unit.bad_input.commands import one_error
+from tests.unit.bad_input.commands import real_gpuprov as gpuprov
+
 LOCK = (
     "gpu_stack:\n  driver_branch: '550'\n  driver_version: '550.127.08'\n  driver_flavor: open\n"
     "  cuda_version: '12.4.1'\n  cudnn_version: '9.5.1.17'\n  nccl_version: '2.21.5'\n"
@@ -18,36 +18,12 @@ LOCK = (
 )
 
 
-def gpuprov(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(cwd),
-        "GPUPROV_STATE_DIR": str(cwd / "state"),
-        "COLUMNS": "250",
-    }
-    return subprocess.run(
-        [str(BIN / "gpuprov"), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
-    )
-
-
-def one_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
-    assert "Traceback" not in proc.stderr, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, proc.stderr
-    assert proc.returncode == code, proc.stderr
-    return errors[0]
-
-
 @pytest.fixture
-def work(tmp_path: Path) -> Path:
-    (tmp_path / "inventory.ini").write_text(
-        "[gpu_nodes]\n"
-        "node1 ansible_host=127.0.0.1 ansible_port=1\n"
-        "node2 ansible_host=127.0.0.1 ansible_port=2\n"
-    )
-    (tmp_path / "group_vars" / "all").mkdir(parents=True)
-    (tmp_path / "group_vars" / "all" / "gpu_stack.yml").write_text(LOCK)
-    return tmp_path
+def work(work: Path) -> Path:
+    """conftest's two refusing hosts, with a lock in group_vars."""
+    (work / "group_vars" / "all").mkdir(parents=True)
+    (work / "group_vars" / "all" / "gpu_stack.yml").write_text(LOCK)
+    return work
 
 
 @pytest.mark.parametrize(

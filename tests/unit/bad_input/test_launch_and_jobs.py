@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,48 +24,14 @@ from gpuprov import hosts
 from gpuprov.errors import BadInput
 from gpuprov.launch import jobs, options, plan, push, remote, render, stream
 from tests.unit import in_process
+from tests.unit.bad_input.commands import one_error, real_gpuprov
 
-BIN = Path(sys.executable).parent
 JOB = "20250101-120000-abcd"
 
 
 def gpuprov(*args: str, cwd: Path) -> in_process.Result:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "GPUPROV_STATE_DIR": str(cwd / "state")}
     return in_process.gpuprov(*args, cwd=cwd, env=env)
-
-
-def real_gpuprov(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The `gpuprov` command in its own process, with only the environment given here."""
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(cwd),
-        "GPUPROV_STATE_DIR": str(cwd / "state"),
-        "COLUMNS": "250",
-    }
-    return subprocess.run(
-        [str(BIN / "gpuprov"), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
-    )
-
-
-def one_error(proc: in_process.Result | subprocess.CompletedProcess[str], code: int) -> str:
-    """The one error line of a refused command (other lines are progress); its exit code is `code`."""
-    assert "Traceback" not in proc.stderr, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, proc.stderr
-    assert proc.returncode == code, proc.stderr
-    return errors[0]
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    """A directory with a training script and an inventory of two hosts that refuse connections."""
-    (tmp_path / "train.py").write_text("print('hi')\n")
-    (tmp_path / "inventory.ini").write_text(
-        "[gpu_nodes]\n"
-        "node1 ansible_host=127.0.0.1 ansible_port=1 gpuprov_master_addr=192.0.2.1\n"
-        "node2 ansible_host=127.0.0.1 ansible_port=2\n"
-    )
-    return tmp_path
 
 
 def host_record(name: str = "node1", port: int = 1, **changes: Any) -> dict[str, Any]:

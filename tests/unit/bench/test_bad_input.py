@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,7 @@ import pytest
 
 from gpuprov.bench import options, run
 from gpuprov.errors import BadInput
-
-BIN = Path(sys.executable).parent
+from tests.unit.bad_input.commands import real_gpuprov
 
 
 @pytest.fixture
@@ -31,20 +29,7 @@ def work(tmp_path: Path) -> Path:
 
 
 def bench(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(work),
-        "GPUPROV_STATE_DIR": str(work / "state"),
-        "COLUMNS": "250",
-    }
-    return subprocess.run(
-        [str(BIN / "gpuprov"), "bench", str(work / "inventory.ini"), *args],
-        capture_output=True,
-        text=True,
-        cwd=work,
-        env=env,
-        timeout=120,
-    )
+    return real_gpuprov("bench", str(work / "inventory.ini"), *args, cwd=work)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,117 @@
+"""The all-reduce's bus bandwidth threshold: from the inventory, else from the detected network hardware.
+
+NCCL's busbw is comparable to the hardware's bandwidth whatever the number of ranks (nccl-tests,
+doc/PERFORMANCE.md: "we can compare it with the hardware peak bandwidth"). Across hosts the bottleneck is
+the network, so the expected busbw is each host's usable line rate x the fraction NCCL reaches of it, and
+the threshold that fraction less a margin (so that the noise of one run does not drain a healthy host):
+
+- InfiniBand / RoCE (ibstat, Active / LinkUp ports): NCCL reaches about 0.96 of line rate. NCCL's
+  developers: 12.2 GB/s "is as good as you can get" on one 100 Gb/s card (NVIDIA/nccl-tests#29, 0.976);
+  24 GB/s inter-node on 200 Gb/s HDR (NVIDIA/nccl#412, 0.96); 192 GB/s on DGX-A100's 8 x 200 Gb/s
+  (NVIDIA/nccl#1576, 0.96). Each GPU uses its nearest NIC, so a host's usable rate is its slowest active
+  port's rate x min(active ports, GPUs on the host).
+- TCP sockets (no InfiniBand: NCCL_SOCKET_IFNAME's interfaces, /sys/class/net/IF/speed): far less, with
+  a wide spread: "not more than 60% of wire speed" on 32 Gb/s (NVIDIA/nccl#209), 4-6 GB/s busbw on
+  100 Gb/s (0.32-0.48, NVIDIA/nccl#450). 0.40 is taken as expected.
+
+The ring is as slow as its slowest host: the cluster's expected figure is the minimum over the hosts.
+gloo on CPU gets no hardware threshold (its speed is the CPUs' as much as the network's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuprov.check import parsers
+
+INVENTORY_VAR = "gpuprov_check_min_busbw_gbps"
+IB_EFFICIENCY = 0.96  # NVIDIA/nccl-tests#29, NVIDIA/nccl#412, NVIDIA/nccl#1576
+SOCKET_EFFICIENCY = 0.40  # NVIDIA/nccl#209, NVIDIA/nccl#450
+MARGIN = 0.80  # the threshold: 80% of the expected figure
+
+
+@dataclass(frozen=True)
+class Threshold:
+    gbps: float  # GB/s busbw (10^9 bytes per second)
+    source: str  # where it comes from, in words
+
+
+@dataclass(frozen=True)
+class HostRate:
+    gbits: float  # usable line rate, Gb/s
+    how: str  # e.g. "2 x 200 Gb/s InfiniBand (ibstat)"
+    efficiency: float
+
+
+def from_inventory(value: Any) -> Threshold | None:
+    """The inventory's or -e's threshold; ValueError when it is not a positive number."""
+    if value is None:
+        return None
+    gbps = float(value)
+    if gbps <= 0:
+        raise ValueError(f"{INVENTORY_VAR} must be above 0")
+    return Threshold(gbps, f"inventory ({INVENTORY_VAR})")
+
+
+def host_rate(data: Mapping[str, Any], socket_ifname: str, gpus: int, ib_hca: str = "") -> HostRate | None:
+    """A host's usable network rate for NCCL, from what hostprobe gathered; None when unknown.
+    `ib_hca` (NCCL_IB_HCA, where set) limits the ports to the CAs it picks."""
+    run = data.get("ibstat") or {}
+    hcas = ",".join(entry.split(":")[0] for entry in ib_hca.split(","))  # `mlx5_0:1`: CA mlx5_0
+    ports = [
+        p
+        for p in parsers.ibstat(str(run.get("stdout", "")) if run.get("rc") == 0 else "")
+        if p.state == "Active"
+        and p.physical_state == "LinkUp"
+        and p.rate
+        and (not ib_hca or selected(p.ca, hcas))
+    ]
+    if ports:
+        used = min(len(ports), max(gpus, 1))
+        slowest = min(p.rate for p in ports if p.rate)
+        layers = "/".join(sorted({p.link_layer or "InfiniBand" for p in ports}))
+        return HostRate(used * slowest, f"{used} x {slowest} Gb/s {layers} (ibstat)", IB_EFFICIENCY)
+    speeds = {
+        name: int(mbits)
+        for name, mbits in (data.get("interface_speeds") or {}).items()
+        if mbits and int(mbits) > 0 and selected(name, socket_ifname)
+    }
+    if not speeds:
+        return None
+    name = min(speeds, key=lambda n: speeds[n])
+    return HostRate(
+        speeds[name] / 1000, f"{name} {speeds[name] / 1000:g} Gb/s (sysfs speed)", SOCKET_EFFICIENCY
+    )
+
+
+def selected(interface: str, ifname: str) -> bool:
+    """Whether NCCL_SOCKET_IFNAME (or NCCL_IB_HCA) picks the interface (or CA): NCCL's rules, a comma list
+    of prefixes, `=NAME` exact, a leading `^` excludes what the list matches."""
+    entries = [e.strip() for e in ifname.split(",") if e.strip()]
+    if not entries:
+        return False
+    exclude = entries[0].startswith("^")
+
+    def matches(entry: str) -> bool:
+        entry = entry.lstrip("^")
+        return interface == entry[1:] if entry.startswith("=") else interface.startswith(entry)
+
+    hit = any(matches(e) for e in entries)
+    return not hit if exclude else hit
+
+
+def from_hardware(hosts: Sequence[tuple[str, HostRate | None]]) -> Threshold | None:
+    """The threshold from every host's rate (name, rate); None when any host's rate is unknown."""
+    if not hosts or any(rate is None for _, rate in hosts):
+        return None
+    name, slowest = min(
+        ((n, r) for n, r in hosts if r is not None), key=lambda item: item[1].gbits * item[1].efficiency
+    )
+    expected = slowest.gbits / 8 * slowest.efficiency
+    return Threshold(
+        round(expected * MARGIN, 3),
+        f"hardware: {name}'s {slowest.how} = {slowest.gbits / 8:g} GB/s x {slowest.efficiency:g} "
+        f"(NCCL's published efficiency) x {MARGIN:g} margin",
+    )

@@ -1,0 +1,88 @@
+"""The TCP port test both host programs run: a listener on one host, a token sent from another.
+
+launch's probe.py (preflight: can the workers reach the master's rendezvous port) and check's hostprobe.py
+(every host reaches every other's rendezvous and NCCL/gloo ports) use these. Standard library only
+(Python >= 3.8): the programs are sent as `python -c` text, so `program()` puts this module's code where
+the program imports it; nothing is installed on the host.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+
+def bind_first(ports: Iterable[int]) -> socket.socket | None:
+    """A listening TCP socket on the first free port of `ports` (0: one the kernel picks from
+    ip_local_port_range), or None when none is free."""
+    for port in ports:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            s.close()
+            continue
+        s.listen(64)
+        return s
+    return None
+
+
+def accept_tokens(sock: socket.socket, expected: int, deadline: float, say: Callable[[str], None]) -> None:
+    """Accept up to `expected` connections until `deadline` (time.monotonic()), `got TOKEN` for each;
+    closes the socket."""
+    got = 0
+    while got < expected and time.monotonic() < deadline:
+        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            break
+        conn.settimeout(2)
+        data = b""
+        try:
+            # Read to EOF: the sender closes first, so no TIME_WAIT is left on this port for torchrun.
+            while True:
+                chunk = conn.recv(256)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        conn.close()
+        say("got " + data.decode(errors="replace").strip())
+        got += 1
+    sock.close()
+
+
+def send_token(address: str, port: int, token: str, timeout: float) -> str:
+    """Connect to address:port and send the token: `ok`, or why it could not."""
+    try:
+        conn = socket.create_connection((address, port), timeout=timeout)
+        conn.sendall(token.encode() + b"\n")
+        conn.close()
+    # socket.timeout, not TimeoutError: the hosts' Python may be 3.8/3.9, where it is not a TimeoutError.
+    except socket.timeout:  # noqa: UP041
+        return f"timed out after {timeout:g}s"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return "ok"
+
+
+# Controller side only, not sent (program() cuts the text here).
+
+# The line each host program has in place of this module's code (replaced by program()).
+IMPORT_LINE = "from gpuprov.hostsockets import accept_tokens, bind_first, send_token\n"
+CONTROLLER_ONLY = "# Controller side only, not sent"
+
+
+def program(path: Path) -> str:
+    """The text of a host program with this module's code in place of its IMPORT_LINE."""
+    text = path.read_text()
+    if text.count(IMPORT_LINE) != 1:
+        raise ValueError(f"{path.name} must import the host socket helpers with exactly {IMPORT_LINE!r}")
+    own = Path(__file__).read_text()
+    body = own.split("from __future__ import annotations\n", 1)[1]  # the program has its own
+    body = body.split("\n" + CONTROLLER_ONLY, 1)[0]
+    return text.replace(IMPORT_LINE, body, 1)
