@@ -10,7 +10,17 @@ import time
 from collections.abc import Sequence
 
 from gpuprov import console, hosts, lock
-from gpuprov.check import bandwidth, cross_checks, expected, gather, host_checks, output, ports, store
+from gpuprov.check import (
+    bandwidth,
+    cross_checks,
+    expected,
+    gather,
+    host_checks,
+    host_view,
+    output,
+    ports,
+    store,
+)
 from gpuprov.check.options import QUICK_SKIPS, CheckOptions
 from gpuprov.check.results import Result, Status, counts, exit_code
 from gpuprov.errors import BadInput, ExitCode
@@ -73,7 +83,7 @@ def run(opts: CheckOptions) -> ExitCode:
                     )
                 )
                 continue
-            view = host_checks.HostView(item.host.name, item.host.vars, item.data)
+            view = host_view.HostView(item.host.name, item.host.vars, item.data)
             for name, check in host_checks.CHECKS.items():
                 names = (name, "python") if name == "torch" else (name,)
                 if any(_wanted(opts, n) for n in names):

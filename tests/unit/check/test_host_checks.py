@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpuprov.check import cross_checks, host_checks
+from gpuprov.check import cross_checks, gpu_checks, host_checks, host_view, network_checks, version_checks
 from gpuprov.check.results import Result, Status, exit_code, ordered
 from gpuprov.errors import ExitCode
 
@@ -56,19 +56,19 @@ def gathered(**changes: Any) -> dict[str, Any]:
     return data
 
 
-def view(data: dict[str, Any], **host_vars: Any) -> host_checks.HostView:
+def view(data: dict[str, Any], **host_vars: Any) -> host_view.HostView:
     sysctl = {
         "network_tuning_sysctl": {"net.ipv4.tcp_rmem": "4096 87380 268435456"},
         "network_tuning_ephemeral_ports": "",
     }
-    return host_checks.HostView("node1", {"gpu_stack": LOCK, **sysctl, **host_vars}, data)
+    return host_view.HostView("node1", {"gpu_stack": LOCK, **sysctl, **host_vars}, data)
 
 
 def statuses(results: list[Result]) -> dict[str, Status]:
     return {r.check: r.status for r in results}
 
 
-def run_all(v: host_checks.HostView) -> list[Result]:
+def run_all(v: host_view.HostView) -> list[Result]:
     return [r for check in host_checks.CHECKS.values() for r in check(v)]
 
 
@@ -114,10 +114,10 @@ def test_versions_that_differ_from_the_lock_fail() -> None:
 
 def test_a_package_not_held_fails_and_names_it() -> None:
     data = gathered(packages={"manager": "apt", "installed": dict(PACKAGES), "held": ["libcuda1"]})
-    holds = host_checks.holds(view(data))[0]
+    holds = version_checks.holds(view(data))[0]
     assert holds.status is Status.FAIL and "libnccl2" in holds.detail
     assert (
-        host_checks.holds(
+        version_checks.holds(
             view(data, nccl_hold=False, cudnn_hold="false", cuda_hold=False, nvidia_driver_hold=False)
         )[0].status
         is Status.PASS
@@ -126,7 +126,7 @@ def test_a_package_not_held_fails_and_names_it() -> None:
 
 def test_holds_could_not_run_without_versionlock() -> None:
     data = gathered(packages={"manager": "dnf", "installed": dict(PACKAGES), "held": None})
-    result = host_checks.holds(view(data))[0]
+    result = version_checks.holds(view(data))[0]
     assert result.status is Status.COULD_NOT_RUN and "versionlock" in result.action
     assert exit_code([result]) is ExitCode.CHECK_COULD_NOT_RUN
 
@@ -139,7 +139,7 @@ def test_gpu_host_from_recordings() -> None:
     found = statuses(run_all(v))
     assert found["gpu-count"] is Status.PASS
     assert found["persistence"] is Status.PASS
-    module = host_checks.driver_module(v)[0]
+    module = version_checks.driver_module(v)[0]
     assert (module.status, module.measured, module.expected) == (
         Status.FAIL,
         "565.57.01 open",
@@ -149,27 +149,27 @@ def test_gpu_host_from_recordings() -> None:
 
 def test_gpu_missing_from_nvidia_smi() -> None:
     smi = (RECORDED / "nvidia-smi" / "query-1xRTX5090-570.124.06").read_text()
-    result = host_checks.gpu_count(view(gathered(smi_q=ran(smi)), gpuprov_gpu_count=2))[0]
+    result = gpu_checks.gpu_count(view(gathered(smi_q=ran(smi)), gpuprov_gpu_count=2))[0]
     assert (result.status, result.measured, result.expected, result.margin) == (Status.FAIL, "1", "2", "-1")
 
 
 def test_persistence_off_fails() -> None:
     smi = (RECORDED / "nvidia-smi" / "query-1xV100-535.86.10").read_text()
-    result = host_checks.persistence(view(gathered(smi_q=ran(smi)), gpuprov_gpu_count=1))[0]
+    result = gpu_checks.persistence(view(gathered(smi_q=ran(smi)), gpuprov_gpu_count=1))[0]
     assert result.status is Status.FAIL
 
 
 def test_nvidia_smi_failure_is_a_fail_missing_is_could_not_run() -> None:
     mismatch = (RECORDED / "nvidia-smi" / "error-version-mismatch-550.144").read_text()
-    failed = host_checks.gpu_count(view(gathered(smi_q=ran(mismatch, rc=18)), gpuprov_gpu_count=1))[0]
+    failed = gpu_checks.gpu_count(view(gathered(smi_q=ran(mismatch, rc=18)), gpuprov_gpu_count=1))[0]
     assert failed.status is Status.FAIL and "mismatch" in failed.detail
-    missing = host_checks.gpu_count(view(gathered(), gpuprov_gpu_count=1))[0]
+    missing = gpu_checks.gpu_count(view(gathered(), gpuprov_gpu_count=1))[0]
     assert missing.status is Status.COULD_NOT_RUN
 
 
 def test_xid_that_needs_action_fails_with_its_meaning() -> None:
     log = (RECORDED / "dmesg-xid" / "journal-k-xid79").read_text()
-    result = host_checks.xid_events(view(gathered(kernel_log={"rc": 0, "stdout": log}), gpuprov_gpu_count=1))[
+    result = gpu_checks.xid_events(view(gathered(kernel_log={"rc": 0, "stdout": log}), gpuprov_gpu_count=1))[
         0
     ]
     assert result.status is Status.FAIL and "fallen off the bus" in result.detail
@@ -177,7 +177,7 @@ def test_xid_that_needs_action_fails_with_its_meaning() -> None:
 
 def test_xid_not_in_the_table_warns() -> None:
     log = (RECORDED / "dmesg-xid" / "dmesg-T-akash-535.183.01").read_text()
-    result = host_checks.xid_events(view(gathered(kernel_log={"rc": 0, "stdout": log}), gpuprov_gpu_count=1))[
+    result = gpu_checks.xid_events(view(gathered(kernel_log={"rc": 0, "stdout": log}), gpuprov_gpu_count=1))[
         0
     ]
     assert (result.status, result.measured) == (Status.WARN, "Xid 31, 43, 94")
@@ -185,31 +185,31 @@ def test_xid_not_in_the_table_warns() -> None:
 
 def test_unreadable_kernel_log_could_not_run() -> None:
     data = gathered(kernel_log={"rc": None, "stdout": "", "error": "dmesg failed"})
-    assert host_checks.xid_events(view(data, gpuprov_gpu_count=1))[0].status is Status.COULD_NOT_RUN
+    assert gpu_checks.xid_events(view(data, gpuprov_gpu_count=1))[0].status is Status.COULD_NOT_RUN
 
 
 def test_inactive_nvlink_fails() -> None:
     text = (RECORDED / "nvidia-smi" / "nvlink-status-V100-inactive").read_text()
-    result = host_checks.nvlink(view(gathered(smi_nvlink=ran(text)), gpuprov_gpu_count=1))[0]
+    result = gpu_checks.nvlink(view(gathered(smi_nvlink=ran(text)), gpuprov_gpu_count=1))[0]
     assert (result.status, result.measured) == (Status.FAIL, "4 of 6 active")
     assert "GPU 3 link 3" in result.detail
 
 
 def test_infiniband_port_down_fails() -> None:
     text = (RECORDED / "ibstat" / "rdma-core-mlx4-2port").read_text()
-    results = host_checks.infiniband(view(gathered(infiniband=["mlx4_0"], ibstat=ran(text))))
+    results = network_checks.infiniband(view(gathered(infiniband=["mlx4_0"], ibstat=ran(text))))
     assert [r.status for r in results] == [Status.FAIL, Status.PASS]
 
 
 def test_sysctl_reverted_fails_unless_the_host_cannot_set_it() -> None:
     data = gathered(sysctl={"net.ipv4.tcp_rmem": "4096 131072 6291456"})
-    result = host_checks.sysctl(view(data))[0]
+    result = network_checks.sysctl(view(data))[0]
     assert result.status is Status.FAIL and "net.ipv4.tcp_rmem=4096 131072 6291456" in result.detail
     readonly = gathered(
         sysctl={"net.ipv4.tcp_rmem": "4096 131072 6291456"}, sysctl_readonly=["net.ipv4.tcp_rmem"]
     )
-    assert host_checks.sysctl(view(readonly))[0].status is Status.FAIL  # not tolerated by the inventory
-    tolerated = host_checks.sysctl(view(readonly, network_tuning_tolerate_unsettable=True))[0]
+    assert network_checks.sysctl(view(readonly))[0].status is Status.FAIL  # not tolerated by the inventory
+    tolerated = network_checks.sysctl(view(readonly, network_tuning_tolerate_unsettable=True))[0]
     assert tolerated.status is Status.WARN
 
 
@@ -217,11 +217,11 @@ def test_nccl_conf_compared_with_the_role_settings() -> None:
     v = view(
         gathered(nccl_conf="# managed\nNCCL_SOCKET_IFNAME=eth0\n"), network_tuning_nccl_socket_ifname="eth0"
     )
-    assert host_checks.nccl_conf(v)[0].status is Status.PASS
-    assert host_checks.nccl_interface(v)[0].status is Status.PASS
+    assert network_checks.nccl_conf(v)[0].status is Status.PASS
+    assert network_checks.nccl_interface(v)[0].status is Status.PASS
     down = view(gathered(interfaces={"eth0": "down"}), network_tuning_nccl_socket_ifname="eth0")
-    assert host_checks.nccl_interface(down)[0].status is Status.FAIL
-    assert host_checks.nccl_conf(view(gathered(nccl_conf=None)))[0].status is Status.FAIL
+    assert network_checks.nccl_interface(down)[0].status is Status.FAIL
+    assert network_checks.nccl_conf(view(gathered(nccl_conf=None)))[0].status is Status.FAIL
 
 
 def test_versions_agree_names_the_odd_host() -> None:
@@ -250,9 +250,9 @@ def test_order_and_exit_codes() -> None:
 def test_locked_cuda_newer_than_the_driver_supports_fails() -> None:
     newer = (RECORDED / "nvidia-smi" / "query-1xRTX5090-570.124.06").read_text()  # CUDA Version 12.8
     older = (RECORDED / "nvidia-smi" / "query-1xV100-535.86.10").read_text()  # CUDA Version 12.2
-    ok = host_checks.cuda_driver(view(gathered(smi_q=ran(newer)), gpuprov_gpu_count=1))[0]
+    ok = gpu_checks.cuda_driver(view(gathered(smi_q=ran(newer)), gpuprov_gpu_count=1))[0]
     assert (ok.status, ok.measured, ok.expected) == (Status.PASS, "12.8", ">= 12.4")
-    too_old = host_checks.cuda_driver(view(gathered(smi_q=ran(older)), gpuprov_gpu_count=1))[0]
+    too_old = gpu_checks.cuda_driver(view(gathered(smi_q=ran(older)), gpuprov_gpu_count=1))[0]
     assert (too_old.status, too_old.measured) == (Status.FAIL, "12.2")
 
 
@@ -266,11 +266,11 @@ def matmul_run(tflops: dict[str, float], busy: str) -> dict[str, Any]:
 
 def test_pending_row_remap_fails_gpu_memory_naming_the_gpu() -> None:
     v = view(gathered(smi_q=ran(smi("query-full-pending-remap-A100SXM4-555.42.02"))), gpuprov_gpu_count=1)
-    result = host_checks.gpu_memory(v)[0]
+    result = gpu_checks.gpu_memory(v)[0]
     assert result.status is Status.FAIL
     assert result.measured == "GPU 0 (00000000:9E:00.0): row remap pending"
     clean = view(gathered(smi_q=ran(smi("query-full-1xH100SXM-565.57.01"))), gpuprov_gpu_count=1)
-    assert host_checks.gpu_memory(clean)[0].status is Status.PASS
+    assert gpu_checks.gpu_memory(clean)[0].status is Status.PASS
 
 
 def test_uncorrectable_ecc_fails_now_and_warns_as_history() -> None:
@@ -281,7 +281,7 @@ def test_uncorrectable_ecc_fails_now_and_warns_as_history() -> None:
         (head + counted + middle + line + tail, Status.FAIL, "volatile"),
         (head + line + middle + counted + tail, Status.WARN, "aggregate"),
     ):
-        result = host_checks.gpu_memory(view(gathered(smi_q=ran(text)), gpuprov_gpu_count=1))[0]
+        result = gpu_checks.gpu_memory(view(gathered(smi_q=ran(text)), gpuprov_gpu_count=1))[0]
         assert (result.status, result.measured) == (
             status,
             f"GPU 0 (00000000:18:00.0): 1 uncorrectable ECC ({scope})",
@@ -300,15 +300,15 @@ def test_matmul_warns_for_a_gpu_below_the_median() -> None:
         gathered(matmul=matmul_run({"0": 700.0, "1": 690.0, "2": 400.0, "3": 710.0}, busy)),
         gpuprov_gpu_count=4,
     )
-    results = host_checks.matmul(v)
+    results = gpu_checks.matmul(v)
     assert [r.status for r in results] == [Status.PASS, Status.PASS, Status.WARN, Status.PASS]
     assert results[2].measured == "GPU 2: 400" and results[2].expected == ">= 0.75 x the host's median (695)"
 
 
 def test_matmul_fails_when_torch_sees_no_gpu() -> None:
-    result = host_checks.matmul(view(gathered(), gpuprov_gpu_count=1))[0]
+    result = gpu_checks.matmul(view(gathered(), gpuprov_gpu_count=1))[0]
     assert result.status is Status.FAIL and "torch.cuda.is_available()" in result.detail
-    assert host_checks.clocks(view(gathered(), gpuprov_gpu_count=1))[0].status is Status.COULD_NOT_RUN
+    assert gpu_checks.clocks(view(gathered(), gpuprov_gpu_count=1))[0].status is Status.COULD_NOT_RUN
 
 
 def test_clocks_and_pcie_read_under_load() -> None:
@@ -316,42 +316,42 @@ def test_clocks_and_pcie_read_under_load() -> None:
     idle = view(
         gathered(matmul=matmul_run({"0": 700.0}, smi("query-full-1xH100SXM-565.57.01"))), gpuprov_gpu_count=1
     )
-    assert host_checks.clocks(idle)[0].status is Status.PASS  # Idle is not a reason to warn
-    assert host_checks.pcie(idle)[0].status is Status.PASS
+    assert gpu_checks.clocks(idle)[0].status is Status.PASS  # Idle is not a reason to warn
+    assert gpu_checks.pcie(idle)[0].status is Status.PASS
     capped = view(
         gathered(matmul=matmul_run({"0": 100.0}, smi("query-full-1xRTX5090-570.124.06"))), gpuprov_gpu_count=1
     )
-    clocks = host_checks.clocks(capped)[0]
+    clocks = gpu_checks.clocks(capped)[0]
     assert (clocks.status, clocks.measured) == (Status.WARN, "GPU 0: SW Power Cap")
-    pcie = host_checks.pcie(capped)[0]
+    pcie = gpu_checks.pcie(capped)[0]
     assert (pcie.status, pcie.measured) == (Status.WARN, "GPU 0: Gen1 x8 (max Gen5 x16)")
 
 
 def test_peermem_where_there_is_rdma() -> None:
     rdma = gathered(infiniband=["mlx5_0"], modules=["nvidia", "mlx5_ib"])
-    assert host_checks.peermem(view(rdma, gpuprov_gpu_count=1))[0].status is Status.FAIL
+    assert gpu_checks.peermem(view(rdma, gpuprov_gpu_count=1))[0].status is Status.FAIL
     rdma["modules"].append("nvidia_peermem")
-    assert host_checks.peermem(view(rdma, gpuprov_gpu_count=1))[0].status is Status.PASS
-    assert host_checks.peermem(view(gathered(), gpuprov_gpu_count=1))[0].status is Status.NOT_APPLICABLE
+    assert gpu_checks.peermem(view(rdma, gpuprov_gpu_count=1))[0].status is Status.PASS
+    assert gpu_checks.peermem(view(gathered(), gpuprov_gpu_count=1))[0].status is Status.NOT_APPLICABLE
 
 
 def test_fabricmanager_where_there_are_nvswitches() -> None:
     down = gathered(pci_nvswitches=4, fabricmanager=ran("inactive\n", rc=3))
-    result = host_checks.fabricmanager(view(down, gpuprov_gpu_count=8))[0]
+    result = gpu_checks.fabricmanager(view(down, gpuprov_gpu_count=8))[0]
     assert result.status is Status.FAIL and result.measured == "nvidia-fabricmanager inactive"
     up = gathered(pci_nvswitches=4, fabricmanager=ran("active\n"))
-    assert host_checks.fabricmanager(view(up, gpuprov_gpu_count=8))[0].status is Status.PASS
+    assert gpu_checks.fabricmanager(view(up, gpuprov_gpu_count=8))[0].status is Status.PASS
     none = gathered(pci_nvswitches=0)
-    assert host_checks.fabricmanager(view(none, gpuprov_gpu_count=8))[0].status is Status.NOT_APPLICABLE
+    assert gpu_checks.fabricmanager(view(none, gpuprov_gpu_count=8))[0].status is Status.NOT_APPLICABLE
 
 
 def test_dkms_module_built_for_the_running_kernel() -> None:
     text = (RECORDED / "dkms" / "status-dkms3-nvidia-535.86.05").read_text()
     lock = {**LOCK, "driver_version": "535.86.05"}
     built = gathered(dkms=ran(text), kernel="6.5.0-060500rc5-generic")
-    assert host_checks.dkms(view(built, gpuprov_gpu_count=1, gpu_stack=lock))[0].status is Status.PASS
+    assert gpu_checks.dkms(view(built, gpuprov_gpu_count=1, gpu_stack=lock))[0].status is Status.PASS
     other_kernel = gathered(dkms=ran(text), kernel="6.8.0-31-generic")
-    result = host_checks.dkms(view(other_kernel, gpuprov_gpu_count=1, gpu_stack=lock))[0]
+    result = gpu_checks.dkms(view(other_kernel, gpuprov_gpu_count=1, gpu_stack=lock))[0]
     assert result.status is Status.FAIL and "6.8.0-31-generic" in result.expected
     precompiled = gathered(dkms={"rc": None, "missing": True, "stdout": "", "stderr": ""})
-    assert host_checks.dkms(view(precompiled, gpuprov_gpu_count=1))[0].status is Status.NOT_APPLICABLE
+    assert gpu_checks.dkms(view(precompiled, gpuprov_gpu_count=1))[0].status is Status.NOT_APPLICABLE

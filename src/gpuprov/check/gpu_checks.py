@@ -1,0 +1,442 @@
+"""Per-host GPU checks: count, driver and CUDA, persistence, Xid, memory health, matmul under load (clocks
+and PCIe link read then), NVLink, peermem, fabric manager, DKMS."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping
+
+from gpuprov.check import parsers, xid
+from gpuprov.check.host_view import NO_GPU, HostView, did_not_run
+from gpuprov.check.results import Result, Status
+
+
+def _smi(view: HostView) -> tuple[parsers.SmiQuery | None, str | None]:
+    run = view.tool("smi_q")
+    why = did_not_run(run, "nvidia-smi")
+    if why:
+        return None, why
+    if run.get("rc") != 0:
+        text = (str(run.get("stdout", "")) + str(run.get("stderr", ""))).strip()
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "no output")
+        return None, f"nvidia-smi -q exited {run.get('rc')}: {first}"
+    return parsers.smi_query(str(run.get("stdout", ""))), None
+
+
+def gpu_count(view: HostView) -> list[Result]:
+    count, source = view.expected_gpus
+    if count == 0:
+        return view.not_applicable("gpu-count", f"{NO_GPU} ({source} says 0)")
+    query, why = _smi(view)
+    if query is None:
+        status = Status.COULD_NOT_RUN if "not installed" in str(why) else Status.FAIL
+        return [
+            view.result(
+                "gpu-count",
+                status,
+                expected=str(count),
+                unit="GPUs",
+                source=source,
+                detail=str(why),
+                action="install the driver (gpuprov bootstrap)"
+                if status is Status.COULD_NOT_RUN
+                else "read the message; a driver/library mismatch needs a reboot",
+            )
+        ]
+    found = len(query.gpus) if query.gpus else (query.attached or 0)
+    ok = found == count
+    return [
+        view.result(
+            "gpu-count",
+            Status.PASS if ok else Status.FAIL,
+            measured=str(found),
+            expected=str(count),
+            unit="GPUs",
+            source=source,
+            margin=str(found - count),
+            action=""
+            if ok
+            else "a GPU is missing from nvidia-smi: read dmesg (Xid 79?), reseat or service it",
+        )
+    ]
+
+
+def cuda_driver(view: HostView) -> list[Result]:
+    """The locked CUDA is not newer than the newest CUDA the loaded driver supports (nvidia-smi's
+    `CUDA Version`)."""
+    if not view.has_gpus:
+        return view.not_applicable("cuda-driver", NO_GPU)
+    query, why = _smi(view)
+    if query is None:
+        return [view.result("cuda-driver", Status.COULD_NOT_RUN, detail=str(why))]
+    wanted = ".".join(view.lock.get("cuda_version", "").split(".")[:2])
+    if query.cuda_version is None:
+        return [
+            view.result(
+                "cuda-driver",
+                Status.COULD_NOT_RUN,
+                expected=f">= {wanted}",
+                detail="nvidia-smi -q shows no CUDA Version for the driver",
+            )
+        ]
+    ok = _release(query.cuda_version) >= _release(wanted)
+    return [
+        view.result(
+            "cuda-driver",
+            Status.PASS if ok else Status.FAIL,
+            measured=query.cuda_version,
+            expected=f">= {wanted}",
+            source="the lock's cuda_version; nvidia-smi -q 'CUDA Version' (the newest the driver supports)",
+            action="" if ok else "load the locked driver (reboot after gpuprov bootstrap)",
+        )
+    ]
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def persistence(view: HostView) -> list[Result]:
+    if not view.has_gpus:
+        return view.not_applicable("persistence", NO_GPU)
+    query, why = _smi(view)
+    if query is None:
+        return [view.result("persistence", Status.COULD_NOT_RUN, detail=str(why))]
+    off = [gpu["bus_id"] for gpu in query.gpus if gpu.get("Persistence Mode") != "Enabled"]
+    return [
+        view.result(
+            "persistence",
+            Status.FAIL if off else Status.PASS,
+            measured=f"off on {', '.join(off)}" if off else "Enabled on all",
+            expected="Enabled",
+            source="nvidia_driver role (nvidia-persistenced)",
+            action="start nvidia-persistenced (gpuprov bootstrap)" if off else "",
+        )
+    ]
+
+
+def xid_events(view: HostView) -> list[Result]:
+    if not view.has_gpus:
+        return view.not_applicable("xid", NO_GPU)
+    log = view.tool("kernel_log")
+    if log.get("rc") != 0:
+        return [
+            view.result(
+                "xid",
+                Status.COULD_NOT_RUN,
+                detail=str(log.get("error") or "the kernel log could not be read"),
+                action="allow the user to read the kernel log (sudo dmesg, or kernel.dmesg_restrict=0)",
+            )
+        ]
+    events = parsers.xid_events(str(log.get("stdout", "")))
+    if not events:
+        return [view.result("xid", Status.PASS, measured="none since boot", source=xid.CATALOG_URL)]
+    serious = [e for e in events if e.code in xid.NEEDS_ACTION]
+    codes = sorted({e.code for e in events})
+    if serious:
+        first = serious[0]
+        meaning = xid.NEEDS_ACTION[first.code]
+        return [
+            view.result(
+                "xid",
+                Status.FAIL,
+                measured=f"Xid {', '.join(map(str, codes))}",
+                expected="no Xid that needs action",
+                source=meaning.source,
+                detail=f"Xid {first.code} on {first.pci}: {meaning.meaning}",
+                action=meaning.action,
+            )
+        ]
+    return [
+        view.result(
+            "xid",
+            Status.WARN,
+            measured=f"Xid {', '.join(map(str, codes))}",
+            source=xid.CATALOG_URL,
+            detail="Xid events that gpuprov's table does not list as needing action",
+            action="look them up in NVIDIA's Xid catalog",
+        )
+    ]
+
+
+def gpu_memory(view: HostView) -> list[Result]:
+    """Row remapping and page retirement pending or failed, and uncorrectable ECC errors, per GPU.
+
+    Uncorrectable errors since the driver loaded (volatile) fail; ones only in the GPU's lifetime count
+    (aggregate) warn: they are history, which a remap or retirement may have dealt with."""
+    if not view.has_gpus:
+        return view.not_applicable("gpu-memory", NO_GPU)
+    query, why = _smi(view)
+    if query is None:
+        return [view.result("gpu-memory", Status.COULD_NOT_RUN, detail=str(why))]
+    failing, history = [], []
+    for index, gpu in enumerate(query.gpus):
+        health = parsers.memory_health(gpu)
+        now = [
+            text
+            for flag, text in (
+                (health.remap_pending, "row remap pending"),
+                (health.remap_failed, "row remapping failed"),
+                (health.retirement_pending, "page retirement pending"),
+                (
+                    health.uncorrectable_volatile > 0,
+                    f"{health.uncorrectable_volatile} uncorrectable ECC (volatile)",
+                ),
+            )
+            if flag
+        ]
+        where = f"GPU {index} ({gpu['bus_id']})"
+        if now:
+            failing.append(f"{where}: {', '.join(now)}")
+        elif health.uncorrectable_aggregate > 0:
+            history.append(f"{where}: {health.uncorrectable_aggregate} uncorrectable ECC (aggregate)")
+    status = Status.FAIL if failing else Status.WARN if history else Status.PASS
+    return [
+        view.result(
+            "gpu-memory",
+            status,
+            measured="; ".join(failing + history) or f"{len(query.gpus)} GPU(s) clean",
+            expected="no pending or failed row remap, no pending page retirement, no uncorrectable ECC",
+            source=MEMORY_SOURCE,
+            action={
+                Status.FAIL: "drain the GPU and reset it (nvidia-smi -r) or reboot to apply the remap; "
+                "a failed remap or repeated uncorrectable errors: have the GPU serviced",
+                Status.WARN: "watch the GPU: uncorrectable errors in its past",
+            }.get(status, ""),
+        )
+    ]
+
+
+MEMORY_SOURCE = (
+    "nvidia-smi -q Remapped Rows, Retired Pages, ECC Errors; NVIDIA's GPU memory error management guide "
+    "(https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/)"
+)
+MATMUL_RATIO = 0.75  # warn below this fraction of the host's median TFLOPS
+# Reasons that say the clocks were held down by something to fix under load; Idle, Applications Clocks
+# Setting and Display Clock Setting are left out as DCGM's throttle alerts leave them out
+# (canonical/hardware-observer-operator#307).
+HARMLESS_CLOCK_REASONS = ("Idle", "Applications Clocks Setting", "Display Clock Setting")
+
+
+def _matmul_run(view: HostView) -> tuple[dict[str, float] | None, str | None]:
+    run = view.tool("matmul")
+    if not run:
+        return None, "the env's torch does not see a GPU (torch.cuda.is_available() is False)"
+    why = did_not_run(run, "the matmul")
+    if why:
+        return None, why
+    try:
+        info = json.loads(str(run.get("stdout", "")).strip().splitlines()[-1])
+        return {k: float(v) for k, v in info["tflops"].items()}, None
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+        last = (str(run.get("stderr", "")).strip().splitlines() or ["no output"])[-1]
+        return None, f"the matmul failed: {last}"
+
+
+def matmul(view: HostView) -> list[Result]:
+    """The env's torch multiplies matrices on every GPU; a GPU far below the host's median warns."""
+    if not view.has_gpus:
+        return view.not_applicable("matmul", NO_GPU)
+    tflops, why = _matmul_run(view)
+    if tflops is None:
+        return [
+            view.result(
+                "matmul",
+                Status.FAIL,
+                detail=str(why),
+                action="read the message; check the driver and the env",
+            )
+        ]
+    median = statistics.median(tflops.values())
+    results = []
+    for index, value in sorted(tflops.items(), key=lambda item: int(item[0])):
+        slow = median > 0 and value < MATMUL_RATIO * median
+        results.append(
+            view.result(
+                "matmul",
+                Status.WARN if slow else Status.PASS,
+                measured=f"GPU {index}: {value:g}",
+                expected=f">= {MATMUL_RATIO:g} x the host's median ({median:g})",
+                unit="TFLOPS (fp16, 16384x16384)",
+                source="gpuprov: GPUs of one host should match each other",
+                margin=f"{value / median:.2f} x median" if median > 0 else "",
+                action="read the clocks check (throttling?) and the GPU's temperature" if slow else "",
+            )
+        )
+    return results
+
+
+def _busy_query(view: HostView) -> tuple[parsers.SmiQuery | None, str | None]:
+    """nvidia-smi -q as read while the matmul kept the GPUs busy."""
+    run = view.tool("matmul")
+    busy = run.get("smi_q_busy") if run else None
+    if not isinstance(busy, Mapping):
+        return None, "no matmul ran to read the GPUs under load (see the matmul check)"
+    why = did_not_run(busy, "nvidia-smi")
+    if why or busy.get("rc") != 0:
+        return None, why or f"nvidia-smi -q exited {busy.get('rc')} under load"
+    return parsers.smi_query(str(busy.get("stdout", ""))), None
+
+
+def clocks(view: HostView) -> list[Result]:
+    """Clocks event (throttle) reasons read while the GPUs ran the matmul: an active one warns."""
+    if not view.has_gpus:
+        return view.not_applicable("clocks", NO_GPU)
+    query, why = _busy_query(view)
+    if query is None:
+        return [view.result("clocks", Status.COULD_NOT_RUN, detail=str(why))]
+    held = []
+    for index, gpu in enumerate(query.gpus):
+        reasons = [r for r in parsers.active_clock_reasons(gpu) or [] if r not in HARMLESS_CLOCK_REASONS]
+        if reasons:
+            held.append(f"GPU {index}: {', '.join(reasons)}")
+    return [
+        view.result(
+            "clocks",
+            Status.WARN if held else Status.PASS,
+            measured="; ".join(held) or "no clocks event reason active under load",
+            expected="none active but Idle, Applications Clocks Setting, Display Clock Setting",
+            source="nvidia-smi -q Clocks Event Reasons (Clocks Throttle Reasons before 535), "
+            "read during the matmul",
+            action="check cooling and power (HW/SW thermal or power slowdown)" if held else "",
+        )
+    ]
+
+
+def pcie(view: HostView) -> list[Result]:
+    """PCIe generation and width read while the GPUs ran the matmul (an idle GPU lowers its link speed)."""
+    if not view.has_gpus:
+        return view.not_applicable("pcie", NO_GPU)
+    query, why = _busy_query(view)
+    if query is None:
+        return [view.result("pcie", Status.COULD_NOT_RUN, detail=str(why))]
+    slow, shown = [], []
+    for index, gpu in enumerate(query.gpus):
+        link = parsers.pcie_link(gpu)
+        if link is None:
+            continue
+        shown.append(f"GPU {index}: Gen{link.gen_current} x{link.width_current}")
+        if link.gen_current < link.gen_max or link.width_current < link.width_max:
+            slow.append(
+                f"GPU {index}: Gen{link.gen_current} x{link.width_current} "
+                f"(max Gen{link.gen_max} x{link.width_max})"
+            )
+    if not shown:
+        return view.not_applicable("pcie", "nvidia-smi shows no PCIe link (N/A)")
+    return [
+        view.result(
+            "pcie",
+            Status.WARN if slow else Status.PASS,
+            measured="; ".join(slow or shown),
+            expected="current generation and width at their max, under load",
+            source="nvidia-smi -q PCI/GPU Link Info, read during the matmul",
+            action="reseat the GPU or its riser; check the slot's BIOS settings" if slow else "",
+        )
+    ]
+
+
+def peermem(view: HostView) -> list[Result]:
+    """GPUDirect RDMA needs nvidia_peermem (the driver's; nv_peer_mem was Mellanox's) where there is RDMA."""
+    if not view.has_gpus:
+        return view.not_applicable("peermem", NO_GPU)
+    if not view.data.get("infiniband"):
+        return view.not_applicable("peermem", "no RDMA device (/sys/class/infiniband is empty)")
+    modules = set(view.data.get("modules") or [])
+    loaded = sorted(modules & {"nvidia_peermem", "nv_peer_mem"})
+    return [
+        view.result(
+            "peermem",
+            Status.PASS if loaded else Status.FAIL,
+            measured=", ".join(loaded) or "not loaded",
+            expected="nvidia_peermem loaded",
+            source="NVIDIA GPUDirect RDMA docs (https://docs.nvidia.com/cuda/gpudirect-rdma/)",
+            action="" if loaded else "modprobe nvidia_peermem (and add it to /etc/modules-load.d)",
+        )
+    ]
+
+
+def fabricmanager(view: HostView) -> list[Result]:
+    """Fabric manager running where the PCI bus has NVSwitches (NVIDIA bridge devices, class 0x0680)."""
+    if not view.has_gpus:
+        return view.not_applicable("fabricmanager", NO_GPU)
+    switches = int(view.data.get("pci_nvswitches") or 0)
+    if switches == 0:
+        return view.not_applicable(
+            "fabricmanager", "no NVSwitch on the PCI bus (vendor 0x10de, class 0x0680)"
+        )
+    run = view.tool("fabricmanager")
+    state = str(run.get("stdout", "")).strip() or "unknown"
+    ok = run.get("rc") == 0 and state == "active"
+    return [
+        view.result(
+            "fabricmanager",
+            Status.PASS if ok else Status.FAIL,
+            measured=f"nvidia-fabricmanager {state}",
+            expected="active",
+            source=f"{switches} NVSwitch(es) on the PCI bus; NVIDIA Fabric Manager user guide",
+            action=""
+            if ok
+            else "systemctl enable --now nvidia-fabricmanager (gpuprov bootstrap installs it)",
+        )
+    ]
+
+
+def dkms(view: HostView) -> list[Result]:
+    """The driver's module is built and installed for the running kernel (DKMS); precompiled modules have no
+    DKMS, and the check does not apply to them."""
+    if not view.has_gpus:
+        return view.not_applicable("dkms", NO_GPU)
+    run = view.tool("dkms")
+    if run.get("missing"):
+        return view.not_applicable("dkms", "no dkms on the host (a precompiled kernel module)")
+    why = did_not_run(run, "dkms status")
+    if why or run.get("rc") != 0:
+        return [
+            view.result("dkms", Status.COULD_NOT_RUN, detail=why or f"dkms status exited {run.get('rc')}")
+        ]
+    kernel = str(view.data.get("kernel") or "")
+    entries = [e for e in parsers.dkms_status(str(run.get("stdout", ""))) if e.module == "nvidia"]
+    if not entries:
+        return view.not_applicable("dkms", "dkms lists no nvidia module (a precompiled kernel module)")
+    wanted = view.lock.get("driver_version", "")
+    here = [e for e in entries if e.kernel == kernel and e.state == "installed"]
+    ok = any(e.version == wanted for e in here)
+    return [
+        view.result(
+            "dkms",
+            Status.PASS if ok else Status.FAIL,
+            measured=", ".join(f"{e.version} for {e.kernel}: {e.state}" for e in entries[:4]),
+            expected=f"nvidia {wanted} installed for the running kernel {kernel}",
+            source="dkms status; the lock's driver_version",
+            action=""
+            if ok
+            else "install the running kernel's headers and run dkms autoinstall, or boot the kernel it was "
+            "built for",
+        )
+    ]
+
+
+def nvlink(view: HostView) -> list[Result]:
+    if not view.has_gpus:
+        return view.not_applicable("nvlink", NO_GPU)
+    run = view.tool("smi_nvlink")
+    why = did_not_run(run, "nvidia-smi")
+    if why:
+        return [view.result("nvlink", Status.COULD_NOT_RUN, detail=why)]
+    gpus = parsers.nvlink_status(str(run.get("stdout", "")))
+    if not any(gpu.links for gpu in gpus):
+        return view.not_applicable("nvlink", "the GPUs have no NVLink")
+    inactive = [f"GPU {g.index} link {link}" for g in gpus for link in g.inactive]
+    total = sum(len(g.links) for g in gpus)
+    return [
+        view.result(
+            "nvlink",
+            Status.FAIL if inactive else Status.PASS,
+            measured=f"{total - len(inactive)} of {total} active",
+            expected="all links active",
+            source="nvidia-smi nvlink --status",
+            detail=", ".join(inactive[:6]),
+            action="reseat the NVLink bridge or service the GPU" if inactive else "",
+        )
+    ]
