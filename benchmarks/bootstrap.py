@@ -58,12 +58,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from cgroup_cpu import cgroup_cpu_file, cpu_seconds, node_counters  # beside this script
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = REPO / ".venv" / "bin"
 SAMPLE_LOCK = REPO / "inventory" / "sample" / "group_vars" / "all" / "gpu_stack.yml"
 NODES = 4  # the sandbox's nodes; --nodes sets it
-CGROUP = Path("/sys/fs/cgroup")
 TOOLS = {
     "stock": "ansible-playbook, stock settings",
     "gpuprov": "gpuprov bootstrap",
@@ -110,48 +110,6 @@ def sandbox_lock(path: Path) -> Path:
 
 
 # ----- CPU counters --------------------------------------------------------------------------------------
-
-
-def cgroup_cpu_file(pid: int) -> Path:
-    """The CPU counter of the cgroup process `pid` is in: cgroup v1 cpuacct.usage (ns) or v2 cpu.stat."""
-    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "cpuacct" in controllers.split(","):
-            return CGROUP / controllers / path.lstrip("/") / "cpuacct.usage"
-    for line in lines:
-        if line.startswith("0::"):
-            return CGROUP / line[3:].lstrip("/") / "cpu.stat"
-    raise SystemExit(f"no cpuacct or cgroup v2 entry in /proc/{pid}/cgroup")
-
-
-def cpu_seconds(counter: Path) -> float:
-    text = counter.read_text()
-    if counter.name == "cpuacct.usage":
-        return int(text) / 1e9
-    usage = re.search(r"^usage_usec (\d+)$", text, re.M)
-    if usage is None:
-        raise SystemExit(f"{counter}: no usage_usec")
-    return int(usage[1]) / 1e6
-
-
-def node_counters(sandbox: str) -> dict[str, Path]:
-    ids = subprocess.run(
-        ["docker", "ps", "-q", "--filter", f"label=gpuprov.sandbox={sandbox}",
-         "--filter", "label=gpuprov.role=node"],
-        check=True, capture_output=True, text=True,
-    ).stdout.split()  # fmt: skip
-    counters = {}
-    for container in ids:
-        host, pid = subprocess.run(
-            ["docker", "inspect", "-f", "{{.Config.Hostname}} {{.State.Pid}}", container],
-            check=True, capture_output=True, text=True,
-        ).stdout.split()  # fmt: skip
-        counters[host] = cgroup_cpu_file(int(pid))
-        cpu_seconds(counters[host])  # readable, or stop now
-    if len(counters) != NODES:
-        raise SystemExit(f"found {len(counters)} node containers of sandbox {sandbox}, expected {NODES}")
-    return counters
 
 
 class ControllerMeter:
@@ -399,7 +357,7 @@ def main() -> int:
         )  # fmt: skip
         work = state / "bench"
         work.mkdir(exist_ok=True)
-        bench = Bench(env, inventory, sandbox_lock(work / "lock.yml"), work, node_counters(name))
+        bench = Bench(env, inventory, sandbox_lock(work / "lock.yml"), work, node_counters(name, NODES))
 
         print("first bootstrap of every host (untimed) ...", flush=True)
         began = time.perf_counter()

@@ -11,6 +11,10 @@ Launch latency: from the command's start until every rank has printed its first 
 Per host: launch latency / nodes, and the controller's CPU seconds (user + system of the launching
 processes: gpuprov, or the loop's scp and ssh processes) / nodes. The load average is printed before and
 after (the sandbox nodes share this machine's cores with the controller).
+Node CPU (launch): CPU seconds of the launched nodes' containers (their cgroups' counters, cgroup_cpu.py)
+from the command's start until every first line: sshd, the agent, torchrun and each rank's Python and
+torch import. The nodes run on this machine's cores, so node CPU / cores is a floor under the launch
+latency that no launcher doing that work can go below here; the table prints it beside the ratio.
 Teardown latency: a rank exits non-zero (it prints time.time() just before) until gpuprov has exited,
 which it does only after every host reported no process of the job left (checked again afterwards).
 For contrast, the same failure with the plain ssh + torchrun loop: the other node's ranks keep running
@@ -30,6 +34,7 @@ Python env comes from the python_env role, as for a user), and removes it after.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import resource
 import shutil
@@ -39,11 +44,13 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from cgroup_cpu import container_counter, cpu_seconds  # noqa: E402  (beside this script)
 from tests.integration.conftest import Sandbox, start_sandbox  # noqa: E402
 
 BIN = REPO / ".venv" / "bin"
@@ -70,8 +77,26 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def gpuprov_launch(env: dict[str, str], nodes: int, script: Path, extra: list[str]) -> tuple[float, str, int]:
-    """Seconds until all ranks' first lines were seen; the output; gpuprov's exit code."""
+class NodeCpu:
+    """CPU seconds the given node containers use from its creation until stop() (their cgroups' counters)."""
+
+    def __init__(self, counters: list[Path]) -> None:
+        self.counters = counters
+        self.began = sum(cpu_seconds(c) for c in counters)
+        self.seconds = float("nan")
+
+    def stop(self) -> None:
+        self.seconds = sum(cpu_seconds(c) for c in self.counters) - self.began
+
+
+def gpuprov_launch(
+    env: dict[str, str],
+    nodes: int,
+    script: Path,
+    extra: list[str],
+    on_first_lines: Callable[[], None] | None = None,
+) -> tuple[float, str, int]:
+    """Seconds until all ranks' first lines were seen (then on_first_lines()); the output; the exit code."""
     began = time.monotonic()
     proc = subprocess.Popen(
         [str(BIN / "gpuprov"), "launch", "--nodes", str(nodes), *extra, str(script)],
@@ -85,8 +110,10 @@ def gpuprov_launch(env: dict[str, str], nodes: int, script: Path, extra: list[st
         lines.append(line)
         if "first line of rank" in line:
             seen.add(line.split()[-1])
-            if len(seen) == nodes:
+            if len(seen) == nodes and math.isnan(latency):  # the last first line
                 latency = time.monotonic() - began
+                if on_first_lines is not None:
+                    on_first_lines()
     proc.wait()
     return latency, "".join(lines), proc.returncode
 
@@ -99,9 +126,16 @@ def ssh_base(inventory_vars: dict[str, str]) -> list[str]:
 
 
 def baseline_launch(
-    addresses: list[str], ssh: list[str], script: Path, marker: str, cap: float
+    addresses: list[str],
+    ssh: list[str],
+    script: Path,
+    marker: str,
+    cap: float,
+    on_first_lines: Callable[[], None] | None = None,
 ) -> tuple[float, list[subprocess.Popen[str]]]:
-    """The usual sequential loop: scp the script, then ssh torchrun in the background, host after host."""
+    """The usual sequential loop: scp the script, then ssh torchrun in the background, host after host.
+
+    Seconds until every host's first line was seen (then on_first_lines()); the ssh processes."""
     began = time.monotonic()
     procs = []
     master = addresses[0]
@@ -128,6 +162,8 @@ def baseline_launch(
                 seen += 1
                 break
     latency = time.monotonic() - began if seen == len(addresses) else float("nan")
+    if on_first_lines is not None:
+        on_first_lines()
     return latency, procs
 
 
@@ -262,6 +298,7 @@ def main() -> int:
             if "ansible_host=" in line
         ]
         containers = [f"gpuprov-{name}-node{i}" for i in range(1, max(counts) + 1)]
+        counters = [container_counter(c) for c in containers]
         work = state / "scripts"
         work.mkdir(exist_ok=True)
         first_line, crasher = work / "first_line.py", work / "crasher.py"
@@ -276,24 +313,43 @@ def main() -> int:
             return 0
         rows = []
         per_host = []
+        node_cpu = []  # (nodes, gpuprov's node CPU, the loop's node CPU, the loop's latency)
         load_before = os.getloadavg()
         for n in counts:
-            ours, theirs, our_cpu, their_cpu = [], [], [], []
+            ours, theirs, our_cpu, their_cpu, our_nodes, their_nodes = [], [], [], [], [], []
             for _ in range(args.repeat):
                 cpu = children_cpu_s()
-                latency, out, code = gpuprov_launch(env, n, first_line, [])
+                nodes_cpu = NodeCpu(counters[:n])
+                latency, out, code = gpuprov_launch(env, n, first_line, [], nodes_cpu.stop)
                 our_cpu.append(children_cpu_s() - cpu)
+                our_nodes.append(nodes_cpu.seconds)
                 assert code == 0, out
                 ours.append(latency)
                 marker = uuid.uuid4().hex[:8]
                 cpu = children_cpu_s()
-                latency, procs = baseline_launch(addresses[:n], ssh, first_line, marker, BASELINE_CAP_S)
+                nodes_cpu = NodeCpu(counters[:n])
+                latency, procs = baseline_launch(
+                    addresses[:n], ssh, first_line, marker, BASELINE_CAP_S, nodes_cpu.stop
+                )
+                their_nodes.append(nodes_cpu.seconds)
                 for proc in procs:
                     proc.wait(timeout=60)
                 their_cpu.append(children_cpu_s() - cpu)
                 theirs.append(latency)
             rows.append((f"launch, {n} nodes", statistics.median(ours), statistics.median(theirs)))
-            print(f"{rows[-1][0]}: gpuprov {ours}, loop {theirs}, CPU {our_cpu} / {their_cpu}", flush=True)
+            print(
+                f"{rows[-1][0]}: gpuprov {ours}, loop {theirs}, CPU {our_cpu} / {their_cpu}, "
+                f"node CPU {our_nodes} / {their_nodes}",
+                flush=True,
+            )
+            node_cpu.append(
+                (
+                    n,
+                    statistics.median(our_nodes),
+                    statistics.median(their_nodes),
+                    statistics.median(theirs),
+                )
+            )
             per_host.append(
                 (
                     n,
@@ -346,6 +402,20 @@ def main() -> int:
         for n, *seconds in per_host:
             print(f"{f'{n} nodes':<20}" + "".join(f"{v:>11.3f} s" for v in seconds))
         print("\n(launch latency / nodes; CPU: controller user+system seconds / nodes)")
+        cores = os.cpu_count() or 1
+        heads = ("gpuprov", "ssh loop", "gpuprov floor", "loop floor", "best ratio")
+        print(f"\n{'node CPU (launch)':<20}" + "".join(f"{h:>15}" for h in heads))
+        for n, ours_cpu, theirs_cpu, theirs_s in node_cpu:
+            seconds = (ours_cpu, theirs_cpu, ours_cpu / cores, theirs_cpu / cores)
+            best = theirs_s / (ours_cpu / cores)
+            print(f"{f'{n} nodes':<20}" + "".join(f"{v:>13.2f} s" for v in seconds) + f"{best:>14.2f}x")
+        print(
+            "\n(CPU seconds the launched nodes' containers used from the command's start until every first"
+            f" line, median;\n floor = node CPU / {cores} host cores: the shortest wall time this machine can"
+            " give for that work,\n the nodes sharing its cores; best ratio = ssh loop latency / gpuprov"
+            " floor: the most a launch\n that costs the nodes what gpuprov's does could reach against the"
+            " loop here)"
+        )
         print(f"load average (1, 5, 15 min) before: {load_before}, after: {os.getloadavg()}")
     finally:
         if args.keep:

@@ -256,15 +256,21 @@ def job_processes(jobdir: str) -> set[int]:
 
 
 def _signal_all(pids: set[int], sig: int) -> None:
+    """Send sig to each of these processes once.
+
+    A process group the job's processes lead goes by killpg (that also reaches a child forked a moment
+    ago), every other process by its pid, and never both: a second SIGTERM reaching torchrun while it
+    shuts its workers down interrupts that shutdown (its handler raises again), which makes it slower.
+    """
     table = _proc_table()
-    for pgrp in {table[pid][1] for pid in pids if pid in table}:
-        # Whole process groups first (workers' own groups included), then each pid left.
-        if pgrp > 1 and pgrp != os.getpgrp():
-            with contextlib.suppress(OSError):
-                os.killpg(pgrp, sig)
-    for pid in pids:
+    groups = {pid for pid in pids if table.get(pid, (0, 0, ""))[1] == pid and pid != os.getpgrp()}
+    for pgrp in groups:
         with contextlib.suppress(OSError):
-            os.kill(pid, sig)
+            os.killpg(pgrp, sig)
+    for pid in pids:
+        if pid in table and table[pid][1] not in groups:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
 
 
 def stop(jobdir: str, grace: float) -> dict[str, int]:

@@ -25,6 +25,7 @@ from gpuprov.launch.options import LaunchOptions
 from gpuprov.launch.plan import Plan, plan
 
 AGENT_SOURCE = Path(__file__).with_name("agent.py")
+TORCHRUN_SOURCE = Path(__file__).with_name("run_torchrun.py")  # what run.sh runs torchrun with
 
 
 def launch(opts: LaunchOptions) -> str:
@@ -89,6 +90,7 @@ def _record(the_plan: Plan, opts: LaunchOptions) -> jobs.Job:
 def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> dict[str, push.Delivery]:
     """Every host's files, each host's receive.py left waiting to start the job; none started yet."""
     agent_code = AGENT_SOURCE.read_bytes()
+    torchrun_code = TORCHRUN_SOURCE.read_bytes()
     payload = the_plan.payload
     console.step(
         f"Pushing {len(payload.files)} file(s) ({payload.total_bytes / 1e6:.1f} MB) to ~/{job.remote_dir} "
@@ -100,6 +102,7 @@ def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> dict[str, p
         name = check.host.name
         extra = {
             "agent.py": agent_code,
+            "run_torchrun.py": torchrun_code,
             "run.sh": the_plan.scripts[name].encode(),
             "job_id": job.id.encode(),
             "grace": str(opts.grace_s).encode(),

@@ -197,7 +197,8 @@ def test_dry_run_prints_commands_and_starts_nothing(launch_sandbox: Sandbox) -> 
     assert "# ===== node1 (gpuprov@" in out and "# ===== node2 (gpuprov@" in out
     assert "--node-rank 0" in out and "--node-rank 1" in out
     assert "export FOO=bar" in out and "export GPUPROV_JOB_ID=" in out
-    assert "exec /opt/gpuprov/envs/train/bin/python -m torch.distributed.run" in out
+    assert 'exec /opt/gpuprov/envs/train/bin/python "$HOME"/.gpuprov/jobs/' in out
+    assert "/run_torchrun.py \\\n  --nnodes 2" in out
     assert "train_ddp.py --epochs 1" in out
     assert _remote_job_dirs(launch_sandbox) == before
 

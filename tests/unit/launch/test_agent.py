@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gpuprov.launch import agent
 
 AGENT = Path(agent.__file__)
@@ -112,3 +114,28 @@ def test_attach_stops_the_job_when_stdin_closes(tmp_path: Path) -> None:
     assert f"{agent.EVENT_PREFIX}exit {128 + signal.SIGTERM}" in err
     assert not _alive(worker)
     assert agent.job_processes(str(jobdir)) == set()
+
+
+def test_stop_signals_each_process_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second SIGTERM would interrupt torchrun's own shutdown of its workers: every process gets one."""
+    jobdir = _job(tmp_path, "once", _WORKERS)
+    assert _agent("start", str(jobdir)).returncode == 0
+    _wait_for(jobdir / "worker.pid")
+    pids = agent.job_processes(str(jobdir))
+    groups = {pid: os.getpgid(pid) for pid in pids}
+    received = dict.fromkeys(pids, 0)
+
+    def killpg(pgrp: int, sig: int) -> None:
+        for pid, group in groups.items():
+            received[pid] += group == pgrp
+
+    def kill(pid: int, sig: int) -> None:
+        received[pid] += 1
+
+    with monkeypatch.context() as patch:
+        patch.setattr(agent.os, "killpg", killpg)
+        patch.setattr(agent.os, "kill", kill)
+        agent._signal_all(pids, signal.SIGTERM)
+    assert len(set(groups.values())) >= 2  # the leader's group and the worker's own
+    assert received == dict.fromkeys(pids, 1)
+    assert _agent("stop", str(jobdir), "5").returncode == 0

@@ -52,7 +52,10 @@ def test_static_script_content() -> None:
     assert 'cd "$HOME"/.gpuprov/jobs/20250101-000000-abcd/work' in text
     assert "export FOO='bar baz'" in text
     assert "export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}]:'" in text
-    assert "exec /opt/gpuprov/envs/train/bin/python -m torch.distributed.run" in text
+    assert (
+        'exec /opt/gpuprov/envs/train/bin/python "$HOME"/.gpuprov/jobs/20250101-000000-abcd/run_torchrun.py'
+        in text
+    )
     for flag in ("--nnodes 2", "--nproc-per-node 8", "--node-rank 1", "--master-addr 10.0.0.1",
                  "--master-port 29501", "--max-restarts 1", "--tee 3",
                  '--log-dir "$HOME"/.gpuprov/jobs/20250101-000000-abcd/ranks'):  # fmt: skip
