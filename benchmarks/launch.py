@@ -403,12 +403,12 @@ def main() -> int:
             print(f"{f'{n} nodes':<20}" + "".join(f"{v:>11.3f} s" for v in seconds))
         print("\n(launch latency / nodes; CPU: controller user+system seconds / nodes)")
         cores = os.cpu_count() or 1
-        heads = ("gpuprov", "ssh loop", "gpuprov floor", "loop floor", "best ratio")
-        print(f"\n{'node CPU (launch)':<20}" + "".join(f"{h:>15}" for h in heads))
+        cpu_heads = ("gpuprov", "ssh loop", "gpuprov floor", "loop floor", "best ratio")
+        print(f"\n{'node CPU (launch)':<20}" + "".join(f"{h:>15}" for h in cpu_heads))
         for n, ours_cpu, theirs_cpu, theirs_s in node_cpu:
-            seconds = (ours_cpu, theirs_cpu, ours_cpu / cores, theirs_cpu / cores)
+            floors = (ours_cpu, theirs_cpu, ours_cpu / cores, theirs_cpu / cores)
             best = theirs_s / (ours_cpu / cores)
-            print(f"{f'{n} nodes':<20}" + "".join(f"{v:>13.2f} s" for v in seconds) + f"{best:>14.2f}x")
+            print(f"{f'{n} nodes':<20}" + "".join(f"{v:>13.2f} s" for v in floors) + f"{best:>14.2f}x")
         print(
             "\n(CPU seconds the launched nodes' containers used from the command's start until every first"
             f" line, median;\n floor = node CPU / {cores} host cores: the shortest wall time this machine can"
