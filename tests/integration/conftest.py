@@ -125,7 +125,8 @@ def facts(sandbox: Sandbox, host: str) -> dict[str, object]:
         host, "-m", "ansible.builtin.setup", "-a", "gather_subset=!all,!min,distribution,pkg_mgr"
     )
     payload = proc.stdout.split("=>", 1)[1]
-    return json.loads(payload)["ansible_facts"]
+    found: dict[str, object] = json.loads(payload)["ansible_facts"]
+    return found
 
 
 @pytest.fixture(scope="session")
