@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from gpuprov import resources
-from tests.integration.check.test_check import node_shell
-from tests.integration.conftest import BootstrapRun, Sandbox, gpuprov
+from tests.integration.check.test_check import check, node_shell
+from tests.integration.conftest import BootstrapRun, Sandbox
 
 pytestmark = pytest.mark.integration
 PLAYBOOK = Path(__file__).parent / "playbooks" / "launch_ready.yml"
@@ -38,19 +38,7 @@ def three_ready(deb_sandbox: Sandbox, first_bootstrap: BootstrapRun) -> Sandbox:
 
 
 def bandwidth(sandbox: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
-    return gpuprov(
-        "check",
-        str(sandbox.inventory),
-        "--limit",
-        "node1,node2,node3",
-        "--json",
-        "--only",
-        "bandwidth",
-        *args,
-        env={**sandbox.env, "COLUMNS": "200"},
-        check=False,
-        timeout=600,
-    )
+    return check(sandbox, "--only", "bandwidth", *args, limit="node1,node2,node3")
 
 
 @pytest.fixture
