@@ -152,8 +152,8 @@ def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any])
 
 
 def pairs(inventory: Path, names: list[str], threshold: threshold_mod.Threshold) -> list[Result]:
-    """Each host with the first one; the hosts whose pair misses are the suspects. When every pair misses,
-    the first host is the slow one (or every other host is)."""
+    """Each host with the first one; the hosts whose pair misses are the suspects. When every pair misses
+    (two at least), the first host is the slow one (or every other host is)."""
     if len(names) == 2:  # the one pair is the all-hosts run again
         return [
             Result(
@@ -177,7 +177,8 @@ def pairs(inventory: Path, names: list[str], threshold: threshold_mod.Threshold)
         measured[other] = statistics.median(values)
         results.append(judged(f"{names[0]} <-> {other}", values, threshold))
     slow = [name for name, value in measured.items() if value < threshold.gbps]
-    if measured and len(slow) == len(measured):
+    # Blaming the first host takes two pairs that miss: one alone cannot tell which of its two is slow.
+    if len(measured) >= 2 and len(slow) == len(measured):
         culprit = names[0]
     elif slow and len(slow) < len(measured):
         culprit = ", ".join(slow)

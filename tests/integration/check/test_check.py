@@ -30,12 +30,12 @@ def node_shell(sandbox: Sandbox, node: str, script: str) -> str:
     return proc.stdout
 
 
-def check(sandbox: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
+def check(sandbox: Sandbox, *args: str, limit: str = "node1,node2") -> subprocess.CompletedProcess[str]:
     return gpuprov(
         "check",
         str(sandbox.inventory),
         "--limit",
-        "node1,node2",
+        limit,
         "--json",
         *args,
         env={**sandbox.env, "COLUMNS": "200"},

@@ -11,6 +11,7 @@ from gpuprov.check import bandwidth
 from gpuprov.check.busbw_threshold import Threshold
 from gpuprov.check.gather import Gathered
 from gpuprov.check.results import Status
+from gpuprov.errors import GpuprovError
 from gpuprov.hosts import Host
 
 MIB16 = 16 << 20
@@ -56,6 +57,23 @@ def test_every_pair_slow_names_the_first_host(pair_speeds: dict[frozenset[str], 
     pair_speeds.update({frozenset({"a", "b"}): 10.0, frozenset({"a", "c"}): 10.0})
     results = bandwidth.pairs(Path("inv"), ["a", "b", "c"], threshold=HALF)
     assert (results[-1].host, results[-1].status) == ("a", Status.FAIL)
+
+
+def test_one_slow_pair_alone_names_no_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """a <-> b could not run, a <-> c missed: a or c is slow, the pairs cannot say which."""
+
+    def fake(inventory: Path, names: list[str]) -> dict[str, Any]:
+        if "b" in names:
+            raise GpuprovError("the all-reduce job printed no result")
+        return report(2, [10.0] * 5, size=10**9)
+
+    monkeypatch.setattr(bandwidth, "measure", fake)
+    monkeypatch.setattr(bandwidth.console, "step", lambda text: None)
+    results = bandwidth.pairs(Path("inv"), ["a", "b", "c"], threshold=HALF)
+    assert [(r.host, r.status) for r in results] == [
+        ("a <-> b", Status.COULD_NOT_RUN),
+        ("a <-> c", Status.FAIL),
+    ]
 
 
 def test_two_hosts_cannot_be_told_apart(pair_speeds: dict[frozenset[str], float]) -> None:
