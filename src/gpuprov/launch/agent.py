@@ -79,17 +79,7 @@ def start(jobdir: str) -> int:
     pgid = _read(_path(jobdir, "pgid"))
     if pgid:
         return int(pgid)
-    with open(os.devnull, "r+b") as devnull:
-        # The supervisor has a session of its own (so the SSH session ending does not touch it) and
-        # outlives the job just long enough to record its exit code.
-        subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "supervise", jobdir],
-            stdin=devnull,
-            stdout=devnull,
-            stderr=devnull,
-            start_new_session=True,
-            close_fds=True,
-        )
+    _fork_supervisor(jobdir)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         pgid = _read(_path(jobdir, "pgid"))
@@ -97,6 +87,31 @@ def start(jobdir: str) -> int:
             return int(pgid)
         time.sleep(0.01)
     raise SystemExit(f"the job in {jobdir} did not start within {START_TIMEOUT_S:.0f} s")
+
+
+def _fork_supervisor(jobdir: str) -> None:
+    """Run supervise() in a child: a session of its own (so the SSH session ending does not touch it),
+    none of the channel's descriptors, outliving the job just long enough to record its exit code.
+
+    A fork of this process, not a new interpreter: that start cost each host about 0.03 CPU seconds
+    before the job started. Called before any thread of this process starts.
+    """
+    if os.fork():
+        return
+    code = 1
+    try:
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        for name in os.listdir("/proc/self/fd"):
+            if int(name) > 2:
+                with contextlib.suppress(OSError):
+                    os.close(int(name))
+        supervise(jobdir)
+        code = 0
+    finally:
+        os._exit(code)  # nothing of the parent's (buffers, atexit) runs twice
 
 
 def supervise(jobdir: str) -> None:
@@ -317,9 +332,6 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(__doc__ or "")
         return 2
     command, jobdir = argv[0], os.path.abspath(os.path.expanduser(argv[1]))
-    if command == "supervise":
-        supervise(jobdir)
-        return 0
     if command == "start":
         print(start(jobdir), flush=True)
         return 0

@@ -127,7 +127,7 @@ class Delivery:
         self.stats = stats
 
     def start(self, how: str) -> paramiko.Channel:
-        """Run `agent.py how` (attach or start) in place of receive.py, on the same channel."""
+        """Run `agent.py how` (attach or start) in receive.py's process, on the same channel."""
         self.channel.sendall(f"{how}\n".encode())
         self.channel.settimeout(None)  # a job's stream waits as long as the job runs
         return self.channel
