@@ -1,10 +1,11 @@
 """All-reduce bus bandwidth across the hosts, run through gpuprov's own launch (allreduce.py under torchrun).
 
 Reported as the median bus bandwidth of several repetitions with its spread (min-max). The threshold comes
-from the inventory (`gpuprov_check_min_busbw_gbps`), else, for NCCL, from the hosts' network hardware
-(busbw_threshold.py); gloo on CPU gets none unless the inventory sets one: the number is reported, marked
-as such. When the all-hosts figure misses the threshold, host pairs
-are measured (the first host with each other one) and the slow host is named.
+from the inventory (`gpuprov_check_min_busbw_gbps`), else, for NCCL, from the hardware (busbw_threshold.py):
+the hosts' network, or on one host its GPUs' NVLink; gloo on CPU gets none unless the inventory sets one:
+the number is reported, marked as such. One host is measured only with a threshold (NVLink or the
+inventory's). When the all-hosts figure misses the threshold, host pairs are measured (the first host with
+each other one) and the slow host is named.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ def judged(
 
 
 def hardware_threshold(found: list[Gathered], gpus_per_host: int) -> threshold_mod.Threshold | None:
+    if len(found) == 1:  # within a host NCCL's traffic goes over NVLink, not the network
+        return threshold_mod.from_hardware([(found[0].host.name, threshold_mod.nvlink_rate(found[0].data))])
+
     def rate(g: Gathered) -> threshold_mod.HostRate | None:
         v = g.host.vars
         ifname = v.get("nccl_socket_ifname") or expected.variable(  # as the nccl-interface check reads it
@@ -90,10 +94,8 @@ def hardware_threshold(found: list[Gathered], gpus_per_host: int) -> threshold_m
 
 def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any]) -> list[Result]:
     names = [g.host.name for g in found]
-    if len(names) < 2:
-        return [
-            Result("bandwidth", "cluster", Status.NOT_APPLICABLE, detail="fewer than two reachable hosts")
-        ]
+    if not names:
+        return [Result("bandwidth", "cluster", Status.NOT_APPLICABLE, detail="no reachable host")]
     try:
         threshold = threshold_mod.from_inventory(
             extra_vars.get(THRESHOLD_VAR, found[0].host.vars.get(THRESHOLD_VAR))
@@ -105,6 +107,16 @@ def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any])
                 "cluster",
                 Status.COULD_NOT_RUN,
                 detail=f"{THRESHOLD_VAR} is not a number above 0",
+            )
+        ]
+    if len(names) == 1 and threshold is None and threshold_mod.nvlink_rate(found[0].data) is None:
+        return [
+            Result(
+                "bandwidth",
+                names[0],
+                Status.NOT_APPLICABLE,
+                detail="one host without active NVLink on every GPU (nvidia-smi nvlink -s): no hardware "
+                f"threshold for its all-reduce; set {THRESHOLD_VAR} to measure it",
             )
         ]
     try:
@@ -126,7 +138,7 @@ def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any])
     size = int(report["bytes"])
     shown = f"{size >> 30} GiB" if size >= 1 << 30 else f"{size >> 20} MiB"
     what = f"all-reduce {shown}, {backend}, {report['world']} ranks, median of {len(values)}"
-    where = f"all {len(names)} hosts"
+    where = f"all {len(names)} hosts" if len(names) > 1 else names[0]
     if threshold is None:
         median, spread = _summary(values)
         why = (
@@ -145,6 +157,8 @@ def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any])
                 detail=f"{what}; no threshold: {why}",
             )
         ]
+    if len(names) == 1:
+        return [judged(where, values, threshold, what, "check the nvlink result and `nvidia-smi nvlink -s`")]
     result = judged(where, values, threshold, what, "see the pair results below for the slow host")
     if result.status is Status.PASS:
         return [result]

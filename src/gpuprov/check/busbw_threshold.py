@@ -16,6 +16,13 @@ the threshold that fraction less a margin (so that the noise of one run does not
 
 The ring is as slow as its slowest host: the cluster's expected figure is the minimum over the hosts.
 gloo on CPU gets no hardware threshold (its speed is the CPUs' as much as the network's).
+
+On one host the bottleneck is NVLink, not the NIC: the expected busbw is the slowest GPU's NVLink bandwidth
+(the sum of its active links' speeds as `nvidia-smi nvlink -s` prints them, GB/s per direction) x 0.73:
+220 GB/s busbw on an 8 x A100-SXM4 host whose GPUs have 12 links x 25 GB/s = 300 GB/s (NVIDIA/nccl-tests#228,
+0.73); NCCL's developer: about 370 GB/s effective of H100's 450 GB/s line rate (NVIDIA/nccl-tests#212, 0.82;
+NVLink SHARP's allreduce busbw, ~480 GB/s, is above it). The lower figure is taken. A GPU without an active
+link (PCIe only) gives no hardware threshold for a one-host run.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from gpuprov.check import parsers
 INVENTORY_VAR = "gpuprov_check_min_busbw_gbps"
 IB_EFFICIENCY = 0.96  # NVIDIA/nccl-tests#29, NVIDIA/nccl#412, NVIDIA/nccl#1576
 SOCKET_EFFICIENCY = 0.40  # NVIDIA/nccl#209, NVIDIA/nccl#450
+NVLINK_EFFICIENCY = 0.73  # NVIDIA/nccl-tests#228 (0.73), NVIDIA/nccl-tests#212 (0.82)
 MARGIN = 0.80  # the threshold: 80% of the expected figure
 
 
@@ -84,6 +92,31 @@ def host_rate(data: Mapping[str, Any], socket_ifname: str, gpus: int, ib_hca: st
     return HostRate(
         speeds[name] / 1000, f"{name} {speeds[name] / 1000:g} Gb/s (sysfs speed)", SOCKET_EFFICIENCY
     )
+
+
+def nvlink_rate(data: Mapping[str, Any]) -> HostRate | None:
+    """A host's NVLink bandwidth per GPU (its slowest GPU's active links, summed), from `nvidia-smi nvlink
+    -s`; None when it did not run or a GPU has no active link (that GPU's traffic goes over PCIe)."""
+    run = data.get("smi_nvlink") or {}
+    gpus = parsers.nvlink_status(str(run.get("stdout", "")) if run.get("rc") == 0 else "")
+    if not gpus:
+        return None
+    speeds = {gpu.index: [link_gbytes(s) for s in gpu.links.values()] for gpu in gpus}
+    index = min(speeds, key=lambda i: sum(speeds[i]))
+    active = [s for s in speeds[index] if s > 0]
+    if not active:
+        return None
+    shown = f"{len(active)} x {active[0]:g} GB/s" if len(set(active)) == 1 else f"{len(active)} links"
+    return HostRate(sum(active) * 8, f"GPU {index}: {shown} NVLink (nvidia-smi nvlink -s)", NVLINK_EFFICIENCY)
+
+
+def link_gbytes(speed: str) -> float:
+    """One link's speed as `nvlink -s` prints it (`25.781 GB/s`, `<inactive>`), in GB/s; 0 when inactive."""
+    value, _, unit = speed.strip().partition(" ")
+    try:
+        return float(value) if unit == "GB/s" else 0.0
+    except ValueError:
+        return 0.0
 
 
 def selected(interface: str, ifname: str) -> bool:

@@ -123,3 +123,32 @@ def test_gloo_gets_no_hardware_threshold(monkeypatch: pytest.MonkeyPatch) -> Non
     [result] = bandwidth.check(Path("inv"), _found(ib), {})
     assert (result.status, result.expected) == (Status.PASS, "")
     assert "gloo on CPU is measured, not judged" in result.detail
+
+
+def _one_host(nvlink_text: str) -> list[Gathered]:
+    host = Host("node1", "192.0.2.1", 22, "u", None, Path("kh"))
+    return [Gathered(host, data={"smi_nvlink": {"rc": 0, "stdout": nvlink_text}}, unreachable=False)]
+
+
+def test_one_host_is_judged_against_its_nvlink(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (Path(__file__).parents[2] / "recorded" / "nvidia-smi" / "nvlink-status-V100-inactive").read_text()
+    # 4 x 25.781 GB/s = 103.124 GB/s x 0.73 x 0.8 = 60.224 GB/s; 4 ranks, 1 GiB in 0.02 s: 80.5 GB/s busbw
+    nccl = {"backend": "nccl", "world": 4, "bytes": 1 << 30, "seconds": [0.02] * 3}
+    monkeypatch.setattr(bandwidth, "measure", lambda inventory, names: nccl)
+    [result] = bandwidth.check(Path("inv"), _one_host(text), {})
+    assert (result.host, result.status, result.expected) == ("node1", Status.PASS, ">= 60.224")
+    assert result.source.startswith("hardware: node1's GPU 3: 4 x 25.781 GB/s NVLink")
+    nccl["seconds"] = [0.04] * 3  # 40 GB/s: misses, and no pair test on one host
+    [result] = bandwidth.check(Path("inv"), _one_host(text), {})
+    assert result.status is Status.FAIL and "nvlink" in result.action
+
+
+def test_one_host_without_nvlink_is_measured_only_with_an_inventory_threshold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nccl = {"backend": "nccl", "world": 2, "bytes": 1 << 30, "seconds": [0.1] * 3}
+    monkeypatch.setattr(bandwidth, "measure", lambda inventory, names: nccl)
+    [result] = bandwidth.check(Path("inv"), _one_host(""), {})  # PCIe only: no NVLink GPU listed
+    assert result.status is Status.NOT_APPLICABLE and "no hardware threshold" in result.detail
+    [result] = bandwidth.check(Path("inv"), _one_host(""), {"gpuprov_check_min_busbw_gbps": "5"})
+    assert (result.status, result.source) == (Status.PASS, "inventory (gpuprov_check_min_busbw_gbps)")

@@ -11,6 +11,7 @@ import pytest
 from gpuprov.check import busbw_threshold as bt
 
 IBSTAT = Path(__file__).parents[2] / "recorded" / "ibstat"
+SMI = Path(__file__).parents[2] / "recorded" / "nvidia-smi"
 
 
 def ibstat(name: str) -> dict[str, Any]:
@@ -85,6 +86,46 @@ def test_the_slowest_host_sets_the_threshold_with_its_source() -> None:
 def test_an_unknown_host_rate_gives_no_hardware_threshold() -> None:
     rate = bt.HostRate(200, "x", bt.IB_EFFICIENCY)
     assert bt.from_hardware([("node1", rate), ("node2", None)]) is None
+
+
+def nvlink(text: str) -> dict[str, Any]:
+    return {"smi_nvlink": {"rc": 0, "stdout": text}}
+
+
+def test_nvlink_rate_is_the_slowest_gpus_active_links() -> None:
+    # nccl-tests#228's 8 x A100-SXM4, GPUs 0 and 1 as posted (the poster cut GPU 2 after its first link):
+    # 12 x 25 GB/s = 300 GB/s per direction; x 0.73 x 0.8 = 175.2 GB/s busbw (220 measured in that thread)
+    text = (SMI / "nvlink-status-8xA100SXM4").read_text().split("GPU 2:")[0]
+    rate = bt.nvlink_rate(nvlink(text))
+    assert rate == bt.HostRate(
+        2400, "GPU 0: 12 x 25 GB/s NVLink (nvidia-smi nvlink -s)", bt.NVLINK_EFFICIENCY
+    )
+    threshold = bt.from_hardware([("node1", rate)])
+    assert threshold is not None and threshold.gbps == pytest.approx(175.2)
+    assert threshold.source == (
+        "hardware: node1's GPU 0: 12 x 25 GB/s NVLink (nvidia-smi nvlink -s) = 300 GB/s x 0.73 "
+        "(NCCL's published efficiency) x 0.8 margin"
+    )
+
+
+def test_inactive_links_lower_the_nvlink_rate() -> None:
+    # azhpc-diagnostics#73's V100 GPU 3: 4 of its 6 links active at 25.781 GB/s
+    rate = bt.nvlink_rate(nvlink((SMI / "nvlink-status-V100-inactive").read_text()))
+    assert rate is not None and rate.how == "GPU 3: 4 x 25.781 GB/s NVLink (nvidia-smi nvlink -s)"
+    assert rate.gbits / 8 == pytest.approx(103.124)
+    # with the A100 recording's whole text, the slowest GPU is the one the poster cut to a single link
+    cut = bt.nvlink_rate(nvlink((SMI / "nvlink-status-8xA100SXM4").read_text()))
+    assert cut is not None and cut.how.startswith("GPU 2: 1 x 25 GB/s")
+
+
+def test_no_nvlink_rate_without_an_active_link_on_every_gpu() -> None:
+    v100 = (SMI / "nvlink-status-V100-inactive").read_text()
+    all_down = v100.replace("25.781 GB/s", "<inactive>")  # a GPU on PCIe only
+    assert bt.nvlink_rate(nvlink(all_down)) is None
+    assert bt.nvlink_rate(nvlink("")) is None  # no NVLink GPU listed
+    assert bt.nvlink_rate({"smi_nvlink": {"rc": 6, "stdout": v100}}) is None  # the command failed
+    assert bt.nvlink_rate({}) is None
+    assert bt.link_gbytes("<inactive>") == 0 and bt.link_gbytes("26.562 GB/s") == pytest.approx(26.562)
 
 
 def test_the_inventory_threshold() -> None:
