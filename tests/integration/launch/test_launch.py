@@ -96,11 +96,6 @@ def test_rank_crash_tears_down_every_host(launch_sandbox: Sandbox, sleeper: Path
 
 
 def _launch_until_both_ranks_are_up(sandbox: Sandbox, sleeper: Path) -> subprocess.Popen[str]:
-    # pytest started in the background of a non-interactive shell (nohup ... &) inherits SIGINT ignored, and
-    # so would gpuprov (an ignored signal stays ignored across exec): the Ctrl-C test would time out.
-    # A handler here is reset to the default in the child at exec.
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     """An attached 2-node launch of the sleeper, returned once each node's rank has printed that it is up."""
     proc = subprocess.Popen(
         [str(BIN / "gpuprov"), "launch", "--nodes", "2", str(sleeper)],
