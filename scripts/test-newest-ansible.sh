@@ -21,14 +21,15 @@ bash scripts/setup.sh
 PY=.venv/bin/python
 
 # gpuprov's own dependencies from pyproject.toml (its Ansible replaced by the newest), the test tools the
-# lane runs, and hatchling with editables to install gpuprov itself (editable) offline.
+# lane runs (matplotlib: bench's PNG tests), and hatchling with editables to install gpuprov itself
+# (editable) offline.
 mapfile -t REQUIREMENTS < <("$PY" - "${NEWEST[@]}" <<'EOF'
 import re, sys, tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 name = lambda req: re.match(r"[A-Za-z0-9_.-]+", req).group(0).lower()
 test = {name(r): r for r in project["optional-dependencies"]["test"]}
 deps = [r for r in project["dependencies"] if name(r) not in ("ansible", "ansible-core")]
-wanted = [*sys.argv[1:], *deps, *(test[t] for t in ("pytest", "pytest-timeout", "ansible-lint")), "hatchling", "editables"]
+wanted = [*sys.argv[1:], *deps, *(test[t] for t in ("pytest", "pytest-timeout", "ansible-lint", "matplotlib")), "hatchling", "editables"]
 print("\n".join(wanted))
 EOF
 )
