@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run every check gpuprov has: lint, then unit and integration tests (real containers, real Ansible) on the
-# host's ansible-core (the oldest supported, 2.19, on Debian 12's Python 3.11), then the newest-Ansible lane
+# Run every check gpuprov has: lint, types and the docs build, then unit and integration tests (real
+# containers, real Ansible) on the host's ansible-core (the oldest supported, 2.19, on Debian 12's Python
+# 3.11), then the newest-Ansible lane
 # (scripts/test-newest-ansible.sh: ansible-core 2.21 in a Debian 13 controller container).
 # Extra arguments go to pytest, e.g. `scripts/test.sh -m "not integration"`; the newest-Ansible lane runs
 # only with the whole suite (no arguments).
@@ -13,6 +14,13 @@ echo "== ruff"
 .venv/bin/ruff format --check src tests benchmarks examples
 echo "== mypy (strict, see pyproject.toml)" && .venv/bin/mypy
 echo "== ansible-lint (production profile, see .ansible-lint)" && .venv/bin/ansible-lint roles playbooks
+# The docs (mkdocs.yml, strict: a broken link or anchor, or a page left out of the nav, fails), built into a
+# temporary directory that is removed afterwards: nothing is written into the work tree.
+docs_site=$(mktemp -d)
+echo "== docs (mkdocs --strict)"
+# Not --quiet: it hides the warnings that --strict counts, and the build then passes with a broken link.
+.venv/bin/mkdocs build --strict --site-dir "$docs_site" || { rm -rf "$docs_site"; exit 1; }
+rm -rf "$docs_site"
 
 echo "== pytest"
 .venv/bin/pytest "$@"
