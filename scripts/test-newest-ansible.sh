@@ -92,14 +92,16 @@ docker run --rm --name "gpuprov-$NAME-controller" --network "gpuprov-$NAME" \
     pip install -q --disable-pip-version-check --no-index --no-deps --no-build-isolation -e .
     echo "== $(ansible --version | head -1), $(python3 --version)"
 
-    # tests/unit/sandbox builds the sandbox mirror on the host (gpg, apt-ftparchive, torch wheels): no
-    # Ansible in it, and the whole suite runs it. So does it the unit tests marked integration: the reboot
-    # play runs against a chroot of the controller itself, Debian 13 here, which the roles refuse.
-    echo "== unit tests (but tests/unit/sandbox and those marked integration)"
+    # The sandbox tests (tests/unit/sandbox, tests/local/sandbox: the mirror built with gpg, apt-ftparchive and
+    # torch wheels) have no Ansible in them, and the whole suite runs them. So does it the tests marked
+    # integration: the reboot play runs against a chroot of the controller itself, Debian 13 here, which the
+    # roles refuse; and those marked gpu, which need a real GPU.
+    echo "== unit tests and tests/local (but the sandbox tests and those marked integration or gpu)"
     # test_nvidia_smi_parsing includes nvidia_driver task files on localhost, and with them the platform
     # check, which refuses this Debian 13 controller.
-    pytest -q -p no:cacheprovider tests/unit --ignore tests/unit/sandbox -m "not integration" \
-      --ignore tests/unit/roles/test_nvidia_smi_parsing.py
+    pytest -q -p no:cacheprovider tests/unit tests/local -m "not integration and not gpu" \
+      --ignore tests/unit/sandbox --ignore tests/local/sandbox \
+      --ignore tests/local/roles/test_nvidia_smi_parsing.py
 
     echo "== ansible-lint (production profile, see .ansible-lint)"
     ansible-lint -q roles playbooks

@@ -1,6 +1,9 @@
 """Settings for the whole test run."""
 
 import signal
+from pathlib import Path
+
+import pytest
 
 # A run started in the background of a non-interactive shell (`nohup scripts/test.sh &`) inherits SIGINT
 # ignored, and Python then installs no KeyboardInterrupt handler; an ignored signal also stays ignored in
@@ -8,3 +11,19 @@ import signal
 # a handler set here is reset to the default in child processes at exec.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# Markers follow folders: tests/unit is pure Python, tests/local runs real tools on this machine (Ansible
+# with a local connection, gpg, the package-repository tools, venv builds) and tests/integration needs Docker,
+# so `-m "not local and not integration"` selects the pure unit tests and `-m "not integration"` stays the
+# documented quick run. A test in tests/local that takes half a minute or more is marked integration as well.
+FOLDER_MARKERS = {"local": "local", "integration": "integration"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m reads the markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        folder = item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else None
+        if folder in FOLDER_MARKERS:
+            item.add_marker(FOLDER_MARKERS[folder])

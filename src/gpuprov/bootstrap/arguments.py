@@ -4,7 +4,7 @@ Extra variables travel as a dict (runner writes them to its private data dir and
 as hand-quoted `-e` strings. Ansible is configured through environment variables rather than an
 ansible.cfg, so a user's own ansible.cfg cannot turn host key checking off or slow a run down. The
 repository's ansible.cfg repeats these settings for plain `ansible-playbook` runs from a checkout
-(tests/unit/bootstrap/test_ansible_cfg.py checks that Ansible reads the same values from both):
+(tests/local/bootstrap/test_ansible_cfg.py checks that Ansible reads the same values from both):
 
 - ANSIBLE_HOST_KEY_CHECKING=True: ansible-runner turns it off unless told; gpuprov never does.
 - ANSIBLE_PIPELINING=True: a module runs in one SSH round trip instead of four (mkdir, put, chmod, run).

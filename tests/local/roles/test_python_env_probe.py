@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from gpuprov import resources
-from tests.unit.roles.local_play import role_task, run_play
+from tests.local.roles.local_play import role_task, run_play
 
 PROBE = resources.data_dir("roles") / "python_env" / "files" / "probe.py"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.roles.local_play import run_play
+from tests.local.roles.local_play import run_play
 
 # Left out of the fast lane: five runs of the role's nouveau tasks take half a minute or more.
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.roles.local_play import CaseResult, role_task, run_cases, run_play
+from tests.local.roles.local_play import CaseResult, role_task, run_cases, run_play
 
 RECORDED = Path(__file__).parents[2] / "recorded" / "nvidia-smi"
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gpuprov import resources
-from tests.unit.roles.local_play import CaseResult, run_cases
+from tests.local.roles.local_play import CaseResult, run_cases
 
 TASKS = resources.data_dir("roles") / "nvidia_driver" / "tasks" / "kernel-drift.yml"
 VARS = resources.data_dir("roles") / "nvidia_driver" / "vars" / "RedHat-9.yml"

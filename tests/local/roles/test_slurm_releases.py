@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.unit.roles.local_play import ROLES, role_task, run_play
+from tests.local.roles.local_play import ROLES, role_task, run_play
 
 VARS = ROLES / "slurm" / "vars"
 

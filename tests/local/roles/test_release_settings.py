@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.roles.local_play import ROLES, role_task, run_play
+from tests.local.roles.local_play import ROLES, role_task, run_play
 
 RELEASES = [  # (distribution, os_family, major version, the file the role must load or None)
     ("Ubuntu", "Debian", "20", None),

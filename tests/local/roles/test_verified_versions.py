@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.unit.roles.local_play import role_task, run_cases
+from tests.local.roles.local_play import role_task, run_cases
 
 # What the verify steps registered on a Debian 12 host (shapes of dpkg-query's and the probe's output).
 READ_BACK = {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.unit.roles.local_play import ROLES, CaseResult, role_task, run_cases
+from tests.local.roles.local_play import ROLES, CaseResult, role_task, run_cases
 
 CASES = {  # case: (slurm_srun_port_range, slurm_ephemeral_ports, refused)
     "defaults": ("61001-64000", "32768-60999", False),

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gpuprov import resources
-from tests.unit.roles.local_play import CaseResult, run_cases
+from tests.local.roles.local_play import CaseResult, run_cases
 
 TASKS = resources.data_dir("roles") / "nvidia_driver" / "tasks" / "dkms-signing.yml"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpuprov import resources
-from tests.unit.roles.local_play import CaseResult, role_task, run_cases
+from tests.local.roles.local_play import CaseResult, role_task, run_cases
 
 TASKS = resources.data_dir("roles") / "nvidia_driver" / "tasks" / "setup-Debian.yml"
 ARCHIVE = "http://archive.ubuntu.com/ubuntu jammy-updates/restricted amd64 Packages"
