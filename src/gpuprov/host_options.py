@@ -6,9 +6,10 @@
 - --nodes N / --hosts H1,H2 (launch and bench): pick from the hosts --limit left, a count or a list;
 - --json: the results as JSON on stdout.
 
-A verb that acts on hosts declares `inventory: Path | None = host_options.inventory()` and
-`limit: str | None = host_options.limit()` in its options dataclass; tests/unit/test_cli.py fails for a
-verb whose --help lacks them. Light on purpose (click only).
+A verb that acts on hosts declares `inventory: Path | None = host_options.inventory()` (or
+`inventory_found()`, resolved at once) and `limit: str | None = host_options.limit()` in its options
+dataclass; tests/unit/test_cli_contract.py fails for a verb whose --help lacks them. Light on purpose
+(click only).
 """
 
 from __future__ import annotations
