@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> None:
         console.error(f"{exc.format_message()} (see '{command} --help')")
         sys.exit(ExitCode.BAD_INPUT)
     except GpuprovError as exc:
-        console.error(exc.message)
+        if exc.message:  # errors.Finished: the command has said it all
+            console.error(exc.message)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         console.error("interrupted; anything this command was creating has been removed")

@@ -47,3 +47,11 @@ class EnvironmentProblem(GpuprovError):
 
 class Conflict(GpuprovError):
     exit_code = ExitCode.CONFLICT
+
+
+class Finished(GpuprovError):
+    """The command has reported its outcome itself (check's results): only the exit code is left to give,
+    with no error line (a command never calls sys.exit; gpuprov.cli.main does)."""
+
+    def __init__(self, exit_code: ExitCode) -> None:
+        super().__init__("", exit_code)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gpuprov import cli_options, host_options
 from gpuprov.errors import BadInput
-from gpuprov.launch import host_options
 
 # The models node.py can build (models.MODELS; a unit test keeps the two lists equal) and their default
 # per-GPU batch: 256 for ResNet-50 as NVIDIA's Deep Learning Examples train it; 128 for ViT-B/16 is
@@ -17,21 +17,98 @@ DATA = ("synthetic", "loader")
 MAX_BATCH = 65536
 
 
+def _model(given: str) -> str:
+    if given not in DEFAULT_BATCH:
+        raise BadInput(f"--model {given!r} is not one gpuprov bench has: choose {', '.join(DEFAULT_BATCH)}")
+    return given
+
+
+def _out_dir(given: str | None) -> Path | None:
+    if given is None:
+        return None
+    out_dir = Path(given).expanduser()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BadInput(f"--out {given} is a file; give a directory for the JSON and CSV results")
+    return out_dir
+
+
+def _batch(given: int | None) -> int:
+    if given is None:
+        return 0  # the model's default, which finish knows
+    if not 1 <= given <= MAX_BATCH:
+        raise BadInput(f"--batch-size {given} is not valid: give the images per GPU, 1 to {MAX_BATCH}")
+    return given
+
+
+_AT_LEAST_1 = cli_options.optional(cli_options.at_least(1))
+
+
 @dataclass(frozen=True)
 class BenchOptions:
-    inventory: Path | None
-    nodes: int | None
-    hosts: tuple[str, ...]
-    model: str
-    batch_size: int
-    precision: str
-    data: str
-    steps: int | None
-    warmup: int | None
-    windows: int | None
-    scaling: bool
-    as_json: bool
-    out: Path | None
+    """Every option of `gpuprov bench`, each written once: its field, click option and check."""
+
+    inventory: Path | None = host_options.inventory()
+    limit: str | None = host_options.limit()
+    model: str = cli_options.option(
+        "--model",
+        default="resnet50",
+        show_default=True,
+        help=f"One of {', '.join(DEFAULT_BATCH)}.",
+        parse=_model,
+    )
+    nodes: int | None = host_options.nodes()
+    hosts: tuple[str, ...] = host_options.hosts()
+    scaling: bool = cli_options.flag(
+        "--scaling", help="Measure the ladder: 1 GPU, one node, then 2..N nodes."
+    )
+    batch_size: int = cli_options.option(  # 0 until finish puts the model's default there
+        "--batch-size",
+        type=int,
+        default=None,
+        help="Images per GPU (weak scaling) [default: 256 for resnet50, 128 for vit_b_16; at most 4 on a "
+        "CPU].",
+        parse=_batch,
+    )
+    precision: str = cli_options.option(
+        "--precision",
+        default="bf16",
+        show_default=True,
+        help="bf16, fp16 (with a GradScaler) or fp32.",
+        parse=cli_options.one_of(PRECISIONS),
+    )
+    data: str = cli_options.option(
+        "--data",
+        default="synthetic",
+        show_default=True,
+        help="synthetic: input made on the device once; loader: a DataLoader of generated images in host "
+        "memory.",
+        parse=cli_options.one_of(DATA),
+    )
+    steps: int | None = cli_options.option(
+        "--steps",
+        type=int,
+        default=None,
+        help="Timed steps per window [default: 50; 3 on a CPU].",
+        parse=_AT_LEAST_1,
+    )
+    warmup: int | None = cli_options.option(
+        "--warmup",
+        type=int,
+        default=None,
+        help="Steps run first and discarded [default: 20; 2 on a CPU].",
+        parse=cli_options.optional(cli_options.at_least(0)),
+    )
+    windows: int | None = cli_options.option(
+        "--windows", type=int, default=None, help="Timed windows [default: 5; 3 on a CPU].", parse=_AT_LEAST_1
+    )
+    json: bool = host_options.json_flag("Print the results as JSON instead of the table.")
+    out: Path | None = cli_options.option(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="Write bench.json, bench.csv (and bench.png) there.",
+        parse=_out_dir,
+    )
 
     def node_args(self) -> list[str]:
         """The arguments of node.py for these options."""
@@ -43,53 +120,15 @@ class BenchOptions:
         return args
 
 
-def build(
-    *,
-    inventory: str | None = None,
-    nodes: int | None = None,
-    hosts: str | None = None,
-    model: str = "resnet50",
-    batch_size: int | None = None,
-    precision: str = "bf16",
-    data: str = "synthetic",
-    steps: int | None = None,
-    warmup: int | None = None,
-    windows: int | None = None,
-    scaling: bool = False,
-    as_json: bool = False,
-    out: str | None = None,
-) -> BenchOptions:
-    """Check every option that needs no host; BadInput (one line, exit 2) for the first wrong one."""
-    if model not in DEFAULT_BATCH:
-        raise BadInput(f"--model {model!r} is not one gpuprov bench has: choose {', '.join(DEFAULT_BATCH)}")
-    if precision not in PRECISIONS:
-        raise BadInput(f"--precision {precision!r} is not valid: choose {', '.join(PRECISIONS)}")
-    if data not in DATA:
-        raise BadInput(f"--data {data!r} is not valid: choose {' or '.join(DATA)}")
-    batch = DEFAULT_BATCH[model] if batch_size is None else batch_size
-    if not 1 <= batch <= MAX_BATCH:
-        raise BadInput(f"--batch-size {batch} is not valid: give the images per GPU, 1 to {MAX_BATCH}")
-    for name, value, least in (("--steps", steps, 1), ("--warmup", warmup, 0), ("--windows", windows, 1)):
-        if value is not None and value < least:
-            raise BadInput(f"{name} {value} is not valid: give {least} or more")
-    nodes, host_names = host_options.check(nodes, hosts)
-    out_dir = None
-    if out is not None:
-        out_dir = Path(out).expanduser()
-        if out_dir.exists() and not out_dir.is_dir():
-            raise BadInput(f"--out {out} is a file; give a directory for the JSON and CSV results")
-    return BenchOptions(
-        inventory=Path(inventory).expanduser() if inventory is not None else None,
-        nodes=nodes,
-        hosts=host_names,
-        model=model,
-        batch_size=batch,
-        precision=precision,
-        data=data,
-        steps=steps,
-        warmup=warmup,
-        windows=windows,
-        scaling=scaling,
-        as_json=as_json,
-        out=out_dir,
-    )
+def _finish(opts: BenchOptions) -> BenchOptions:
+    """The model's batch size unless --batch-size; --nodes with --hosts."""
+    host_options.check_selection(opts.nodes, opts.hosts)
+    return replace(opts, batch_size=opts.batch_size or DEFAULT_BATCH[opts.model])
+
+
+BENCH = cli_options.OptionSet(BenchOptions, _finish)
+
+
+def build(**raw: object) -> BenchOptions:
+    """The options from raw values keyed as click passes them (tests); BadInput for the first wrong one."""
+    return BENCH.build(raw)

@@ -41,8 +41,8 @@ class RunResult:
 
 def select_hosts(opts: BenchOptions) -> tuple[Path, list[hosts.Host]]:
     """The inventory and the hosts; BadInput (unknown host, --nodes past the inventory) before any SSH."""
-    path = selection.inventory_path(opts.inventory)
-    return path, selection.select(hosts.load(path), opts.nodes, opts.hosts)
+    inventory, chosen = selection.chosen(opts)
+    return inventory.path, chosen
 
 
 def stage_program(into: Path) -> Path:

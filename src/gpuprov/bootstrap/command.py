@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from gpuprov import console
-from gpuprov.errors import BadInput
+from gpuprov import cli_options, console, host_options
+
+
+@dataclass(frozen=True)
+class _HostOptions:
+    """The options every verb on hosts takes (gpuprov.host_options); bootstrap's own follow as click's."""
+
+    inventory: Path = host_options.inventory_found()
+    limit: str | None = host_options.limit()
+    json: bool = host_options.json_flag("Print the run's summary as JSON on stdout.")
 
 
 @click.command("bootstrap")
-@click.argument("inventory", type=click.Path(dir_okay=True, exists=False))
+@cli_options.OptionSet(_HostOptions)
 @click.option(
     "-e",
     "--extra-vars",
@@ -20,7 +29,6 @@ from gpuprov.errors import BadInput
     metavar="KEY=VALUE|@FILE",
     help="A variable for the roles (e.g. a lock: -e @lock.yml); repeatable, later ones win.",
 )
-@click.option("--limit", metavar="PATTERN", help="Only the hosts matching this Ansible host pattern.")
 @click.option(
     "--tags", multiple=True, metavar="TAGS", help="Only tasks with these tags (comma list; repeatable)."
 )
@@ -42,7 +50,6 @@ from gpuprov.errors import BadInput
     help="How Ansible runs the tasks: linear (Ansible's own) or mitogen (Mitogen for Ansible, needs the "
     "gpuprov[mitogen] extra: a no-op re-run costs the hosts far less CPU; not yet the default).",
 )
-@click.option("--json", "json_output", is_flag=True, help="Print the run's summary as JSON on stdout.")
 @click.option(
     "-v",
     "--verbose",
@@ -50,40 +57,37 @@ from gpuprov.errors import BadInput
     help="More detail: -v shows every task result; -vv and more raise Ansible's verbosity in the run log.",
 )
 def bootstrap(
-    inventory: str,
+    given: _HostOptions,
     extra_vars: tuple[str, ...],
-    limit: str | None,
     tags: tuple[str, ...],
     skip_tags: tuple[str, ...],
     check: bool,
     diff: bool,
     forks: int | None,
     strategy: str,
-    json_output: bool,
     verbose: int,
 ) -> None:
     """Install the GPU stack (driver, CUDA, cuDNN, NCCL, network tuning, PyTorch env) on INVENTORY's hosts.
 
-    Hosts come from the inventory's gpu_nodes group (all hosts if it has none). Every host is checked first
-    (SSH with host key checking, sudo, OS, the compatibility lock); nothing is applied unless all pass.
+    INVENTORY (or -i INVENTORY) defaults to $GPUPROV_INVENTORY, then ./inventory.ini. Hosts come from its
+    gpu_nodes group (all hosts if it has none). Every host is checked first (SSH with host key checking,
+    sudo, OS, the compatibility lock); nothing is applied unless all pass.
     """
-    if not inventory.strip():  # Path("") would be ".": Ansible would run the directory's executables
-        raise BadInput("the inventory path is empty; give the path of an INI or YAML inventory")
     from gpuprov.bootstrap.arguments import Options
     from gpuprov.bootstrap.core import run  # Ansible and paramiko: only once there is work to do
 
     if verbose:
         console.set_verbosity(console.Verbosity.VERBOSE)
     options = Options(
-        inventory=Path(inventory),
+        inventory=given.inventory,
         extra_vars=extra_vars,
-        limit=limit,
+        limit=given.limit,
         tags=_split(tags),
         skip_tags=_split(skip_tags),
         check=check,
         diff=diff,
         forks=forks,
-        json_output=json_output,
+        json_output=given.json,
         strategy=strategy,
         verbosity=max(0, verbose - 1),
     )

@@ -113,7 +113,7 @@ def run(opts: CheckOptions) -> ExitCode:
         "results": [r.as_dict() for r in results],
     }
     where = store.save(summary)
-    if opts.as_json:
+    if opts.json:
         output.as_json(summary)
     output.show(results, verbose=opts.verbose)
     console.info(f"Results: {where / store.RESULTS} ({summary['seconds']} s)")

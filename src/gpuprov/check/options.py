@@ -3,10 +3,13 @@ purpose: the command reads it for its help and input errors without loading SSH 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from gpuprov import cli_options, console, host_options
+from gpuprov.bootstrap.arguments import parse_extra_vars
 from gpuprov.check import host_checks
 from gpuprov.errors import BadInput
 
@@ -15,18 +18,6 @@ PER_HOST = [*host_checks.CHECKS, "python"]
 CROSS_HOST = ["versions-agree", "ports", "bandwidth"]
 QUICK_SKIPS = ("ports", "bandwidth")  # --quick: the per-host checks and what follows from them only
 ALL_NAMES = ["ssh", *PER_HOST, *CROSS_HOST]
-
-
-@dataclass(frozen=True)
-class CheckOptions:
-    inventory: Path
-    limit: str | None = None
-    only: tuple[str, ...] = ()
-    skip: tuple[str, ...] = ()
-    quick: bool = False
-    as_json: bool = False
-    extra_vars: dict[str, Any] = field(default_factory=dict)
-    verbose: bool = False
 
 
 def parse_names(text: str | None, option: str) -> tuple[str, ...]:
@@ -41,3 +32,44 @@ def parse_names(text: str | None, option: str) -> tuple[str, ...]:
             f"{option}: no check named {', '.join(map(repr, unknown))}; the checks are {', '.join(ALL_NAMES)}"
         )
     return names
+
+
+def _names(option: str) -> Callable[[str | None], tuple[str, ...]]:
+    return lambda given: parse_names(given, option)
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """Every option of `gpuprov check`, each written once: its field, click option and check."""
+
+    inventory: Path = host_options.inventory_found()
+    limit: str | None = host_options.limit()
+    only: tuple[str, ...] = cli_options.option(
+        "--only",
+        default=None,
+        help=f"Only these checks (comma list): {', '.join(ALL_NAMES)}.",
+        parse=_names("--only"),
+    )
+    skip: tuple[str, ...] = cli_options.option(
+        "--skip", default=None, help="Leave these checks out (comma list).", parse=_names("--skip")
+    )
+    quick: bool = cli_options.flag(
+        "--quick", help="Per-host checks only (seconds): no port or bandwidth test."
+    )
+    json: bool = host_options.json_flag("Print every result as JSON on stdout.")
+    extra_vars: dict[str, Any] = cli_options.option(
+        "-e",
+        "--extra-vars",
+        multiple=True,
+        help="KEY=VALUE or @FILE (YAML/JSON), over the inventory's variables (e.g. -e @lock.yml).",
+        parse=parse_extra_vars,
+    )
+    verbose: bool = False  # -v of gpuprov itself (finish)
+
+
+def _finish(opts: CheckOptions) -> CheckOptions:
+    """-v of gpuprov itself."""
+    return replace(opts, verbose=console.verbosity() >= console.Verbosity.VERBOSE)
+
+
+CHECK = cli_options.OptionSet(CheckOptions, _finish)

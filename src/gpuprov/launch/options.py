@@ -8,11 +8,14 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import click
+
+from gpuprov import cli_options, host_options
+from gpuprov.cli_options import Param
 from gpuprov.errors import BadInput
-from gpuprov.launch import host_options
 from gpuprov.launch.jobs import MAX_GRACE_S, valid_grace
 
 DEFAULT_MASTER_PORT = 29500
@@ -45,29 +48,8 @@ class Nproc:
 
 
 SCHEDULERS = ("ssh", "slurm")
-
-
-@dataclass(frozen=True)
-class LaunchOptions:
-    script: Path
-    script_args: tuple[str, ...] = ()
-    inventory: Path | None = None
-    nodes: int | None = None
-    hosts: tuple[str, ...] = ()
-    nproc: Nproc = field(default_factory=lambda: Nproc("auto"))
-    env: dict[str, str] = field(default_factory=dict)
-    workdir: Path | None = None
-    include_large: bool = False
-    max_file_mb: int = DEFAULT_MAX_FILE_MB
-    master_port: int | None = None
-    rdzv: str = "static"
-    max_restarts: int = 0
-    detach: bool = False
-    dry_run: bool = False
-    emit_sbatch: Path | None = None
-    template: Path | None = None
-    grace_s: float = DEFAULT_GRACE_S
-    scheduler: str = "ssh"  # "slurm": submitted to Slurm (gpuprov.launch.slurm)
+_ENV_HELP = "Environment variable for the job (repeatable)."
+_ENV_FILE_HELP = "File of K=V lines for the job's environment."
 
 
 def parse_nproc(text: str) -> Nproc:
@@ -124,102 +106,6 @@ def read_env_file(path: Path, label: str | None = None) -> dict[str, str]:
     return env
 
 
-def build(
-    *,
-    script: str,
-    script_args: tuple[str, ...] = (),
-    inventory: str | None = None,
-    nodes: int | None = None,
-    hosts: str | None = None,
-    nproc: str = "auto",
-    env: tuple[str, ...] = (),
-    env_file: str | None = None,
-    workdir: str | None = None,
-    include_large: bool = False,
-    max_file_mb: int = DEFAULT_MAX_FILE_MB,
-    master_port: int | None = None,
-    rdzv: str = "static",
-    max_restarts: int = 0,
-    detach: bool = False,
-    dry_run: bool = False,
-    emit_sbatch: str | None = None,
-    template: str | None = None,
-    grace_s: float | str = DEFAULT_GRACE_S,
-    scheduler: str = "ssh",
-) -> LaunchOptions:
-    """Check every option that needs no host; raise BadInput with one line for the first wrong one."""
-    nodes, host_names = host_options.check(nodes, hosts)
-    if master_port is not None and not 1 <= master_port <= 65535:
-        raise BadInput(f"--master-port {master_port} is not a TCP port (1-65535)")
-    if rdzv not in RDZV_CHOICES:
-        raise BadInput(f"--rdzv {rdzv!r} is not valid: choose {' or '.join(RDZV_CHOICES)}")
-    if max_restarts < 0:
-        raise BadInput(f"--max-restarts {max_restarts} is not valid: give 0 or more")
-    grace = parse_grace(grace_s)
-    if max_file_mb < 1:
-        raise BadInput(f"--max-file-mb {max_file_mb} is not valid: give 1 or more")
-    if detach and dry_run:
-        raise BadInput("--detach and --dry-run exclude each other")
-    if scheduler not in SCHEDULERS:
-        raise BadInput(f"--scheduler {scheduler!r} is not valid: choose {' or '.join(SCHEDULERS)}")
-
-    work = None
-    if workdir is not None:
-        work = Path(workdir).expanduser()
-        if not work.is_dir():
-            raise BadInput(f"--workdir {workdir} is not a directory; give the directory holding your code")
-        work = work.resolve()
-    script_path = _script_path(script, work)
-
-    template_path = None
-    if template is not None:
-        template_path = Path(template).expanduser()
-        check_file(template_path, f"--template {template}", "give the path of a Jinja2 torchrun template")
-        from gpuprov.launch import render  # jinja2: only when a template is given
-
-        render.load(template_path, label=f"--template {template}")  # its syntax, before any host
-
-    sbatch_path = None
-    if emit_sbatch is not None:
-        sbatch_path = Path(emit_sbatch).expanduser()
-        if sbatch_path.is_dir():
-            raise BadInput(f"--emit-sbatch {emit_sbatch} is a directory; give a file name")
-        if not sbatch_path.parent.is_dir():
-            raise BadInput(
-                f"--emit-sbatch {emit_sbatch}: directory {sbatch_path.parent} does not exist; "
-                "create it first or give a file in an existing directory"
-            )
-
-    merged: dict[str, str] = {}
-    if env_file is not None:
-        merged.update(read_env_file(Path(env_file).expanduser(), env_file))
-    for item in env:
-        name, value = parse_env_pair(item, "--env")
-        merged[name] = value  # --env wins over --env-file
-
-    return LaunchOptions(
-        script=script_path,
-        script_args=tuple(script_args),
-        inventory=Path(inventory).expanduser() if inventory is not None else None,
-        nodes=nodes,
-        hosts=host_names,
-        nproc=parse_nproc(nproc),
-        env=merged,
-        workdir=work,
-        include_large=include_large,
-        max_file_mb=max_file_mb,
-        master_port=master_port,
-        rdzv=rdzv,
-        max_restarts=max_restarts,
-        detach=detach,
-        dry_run=dry_run,
-        emit_sbatch=sbatch_path,
-        template=template_path,
-        grace_s=grace,
-        scheduler=scheduler,
-    )
-
-
 def parse_grace(value: float | str) -> float:
     """--grace: finite seconds in (0, MAX_GRACE_S]; inf or nan would leave a stopped job running."""
     try:
@@ -274,3 +160,182 @@ def _script_path(script: str, workdir: Path | None) -> Path:
                 "rename one"
             )
     return path
+
+
+def _environment(pairs: tuple[str, ...], env_file: str | None) -> dict[str, str]:
+    """--env-file's variables, then --env's (which win)."""
+    merged: dict[str, str] = {}
+    if env_file is not None:
+        merged.update(read_env_file(Path(env_file).expanduser(), env_file))
+    for item in pairs:
+        name, value = parse_env_pair(item, "--env")
+        merged[name] = value
+    return merged
+
+
+def _workdir(given: str | None) -> Path | None:
+    if given is None:
+        return None
+    work = Path(given).expanduser()
+    if not work.is_dir():
+        raise BadInput(f"--workdir {given} is not a directory; give the directory holding your code")
+    return work.resolve()
+
+
+def _master_port(given: int | None) -> int | None:
+    if given is not None and not 1 <= given <= 65535:
+        raise BadInput(f"--master-port {given} is not a TCP port (1-65535)")
+    return given
+
+
+def _template(given: str | None) -> Path | None:
+    if given is None:
+        return None
+    path = Path(given).expanduser()
+    check_file(path, f"--template {given}", "give the path of a Jinja2 torchrun template")
+    from gpuprov.launch import render  # jinja2: only when a template is given
+
+    render.load(path, label=f"--template {given}")  # its syntax, before any host
+    return path
+
+
+def _sbatch_path(given: str | None) -> Path | None:
+    if given is None:
+        return None
+    path = Path(given).expanduser()
+    if path.is_dir():
+        raise BadInput(f"--emit-sbatch {given} is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise BadInput(
+            f"--emit-sbatch {given}: directory {path.parent} does not exist; "
+            "create it first or give a file in an existing directory"
+        )
+    return path
+
+
+def _script_args(given: tuple[str, ...]) -> tuple[str, ...]:
+    # `SCRIPT -- ARGS`: the separator is gpuprov's, not the script's
+    return tuple(given[1:] if given[:1] == ("--",) else given)
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """Every option of `gpuprov launch`, each written once: its field, click option and check.
+
+    The inventory is -i only: launch's positional arguments are SCRIPT and the script's own
+    (`gpuprov launch train.py --lr 0.1`), which an optional INVENTORY before them would make ambiguous.
+    """
+
+    script: Path = cli_options.argument(parse=Path)
+    script_args: tuple[str, ...] = cli_options.argument(nargs=-1, type=click.UNPROCESSED, parse=_script_args)
+    inventory: Path | None = host_options.inventory_option()
+    limit: str | None = host_options.limit()
+    nodes: int | None = host_options.nodes()
+    hosts: tuple[str, ...] = host_options.hosts()
+    nproc: Nproc = cli_options.option(
+        "--nproc-per-node",
+        default="auto",
+        show_default=True,
+        help="Processes per host: a number, 'gpu' (one per GPU) or 'auto' (one per GPU, 1 without GPUs: "
+        "gloo).",
+        parse=parse_nproc,
+    )
+    env: dict[str, str] = cli_options.field(
+        Param("option", ("--env",), {"multiple": True, "metavar": "K=V", "help": _ENV_HELP}),
+        Param("option", ("--env-file",), {"default": None, "help": _ENV_FILE_HELP}, name="env_file"),
+        parse=_environment,
+    )
+    workdir: Path | None = cli_options.option(
+        "--workdir",
+        default=None,
+        help="Directory to push with the script (without .git and large files).",
+        parse=_workdir,
+    )
+    include_large: bool = cli_options.flag(
+        "--include-large", help="Push workdir files over --max-file-mb too."
+    )
+    max_file_mb: int = cli_options.option(
+        "--max-file-mb",
+        type=int,
+        default=DEFAULT_MAX_FILE_MB,
+        show_default=True,
+        help="Workdir files larger than this are not pushed (unless --include-large).",
+        parse=cli_options.at_least(1),
+    )
+    master_port: int | None = cli_options.option(
+        "--master-port",
+        type=int,
+        default=None,
+        help="Rendezvous port on the master [default: first free from 29500].",
+        parse=_master_port,
+    )
+    rdzv: str = cli_options.option(
+        "--rdzv",
+        type=click.Choice(RDZV_CHOICES),
+        default="static",
+        show_default=True,
+        help="static: fixed node ranks, master addr/port; c10d: c10d rendezvous on the master.",
+        parse=cli_options.one_of(RDZV_CHOICES),
+    )
+    max_restarts: int = cli_options.option(
+        "--max-restarts",
+        type=int,
+        default=0,
+        show_default=True,
+        help="torchrun --max-restarts.",
+        parse=cli_options.at_least(0),
+    )
+    grace_s: float = cli_options.option(
+        "--grace",
+        default=str(DEFAULT_GRACE_S),
+        show_default=True,
+        help=f"Seconds between SIGTERM and SIGKILL when the job is torn down (at most {MAX_GRACE_S:.0f}).",
+        parse=parse_grace,
+    )
+    template: Path | None = cli_options.option(
+        "--template",
+        default=None,
+        help="Jinja2 template for the per-host torchrun script "
+        "[default: templates/torchrun.sh.j2; or the inventory var gpuprov_torchrun_template].",
+        parse=_template,
+    )
+    detach: bool = cli_options.flag(
+        "--detach", help="Start the job and return; follow it with `gpuprov logs JOB -f`."
+    )
+    dry_run: bool = cli_options.flag(
+        "--dry-run", help="Run preflight and print each host's exact command; start nothing."
+    )
+    emit_sbatch: Path | None = cli_options.option(
+        "--emit-sbatch",
+        default=None,
+        metavar="FILE",
+        help="Write an sbatch script for the same job; start nothing.",
+        parse=_sbatch_path,
+    )
+    scheduler: str = cli_options.option(  # "slurm": submitted to Slurm (gpuprov.launch.slurm)
+        "--scheduler",
+        type=click.Choice(SCHEDULERS),
+        default="ssh",
+        show_default=True,
+        help="ssh: gpuprov starts torchrun on each host; slurm: submit with sbatch on the inventory's "
+        "[slurm_controller] (srun + torchrun).",
+        parse=cli_options.one_of(SCHEDULERS),
+    )
+
+
+def _finish(opts: LaunchOptions) -> LaunchOptions:
+    """The rules between options; the script looked up in --workdir."""
+    host_options.check_selection(opts.nodes, opts.hosts)
+    if opts.detach and opts.dry_run:
+        raise BadInput("--detach and --dry-run exclude each other")
+    if opts.limit is not None and opts.scheduler == "slurm":
+        raise BadInput("--limit picks hosts for SSH launching; with --scheduler slurm give --nodes N")
+    return replace(opts, script=_script_path(str(opts.script), opts.workdir))
+
+
+LAUNCH = cli_options.OptionSet(LaunchOptions, _finish)
+
+
+def build(**raw: object) -> LaunchOptions:
+    """The options from raw values keyed as click passes them (tests); BadInput for the first wrong one."""
+    return LAUNCH.build(raw)

@@ -86,8 +86,7 @@ def template_for(opts: LaunchOptions, host: hosts.Host) -> Path | None:
 
 def plan(opts: LaunchOptions) -> Plan:
     """Check the input and every host (preflight); the plan holds the hosts' open SSH connections."""
-    inventory = hosts.load(selection.inventory_path(opts.inventory))
-    selected = selection.select(inventory, opts.nodes, opts.hosts)
+    _, selected = selection.chosen(opts)
     master_addr = selection.master_address(selected[0], len(selected))
     templates = {host.name: template_for(opts, host) for host in selected}
     hosts.check_ssh_files(selected, where="", fix="fix the path")

@@ -18,7 +18,7 @@ def node_count(opts: LaunchOptions) -> int:
         return opts.nodes
     if opts.hosts:
         return len(opts.hosts)
-    return len(hosts.load(selection.inventory_path(opts.inventory)).hosts)
+    return len(hosts.load(selection.inventory_path(opts.inventory), opts.limit).hosts)
 
 
 def build(opts: LaunchOptions, argv: list[str]) -> str:

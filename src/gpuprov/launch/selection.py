@@ -3,43 +3,47 @@
 from __future__ import annotations
 
 import ipaddress
-import os
 from pathlib import Path
+from typing import Protocol
 
-from gpuprov import hosts
+from gpuprov import host_options, hosts
 from gpuprov.errors import BadInput
 
-INVENTORY_ENV = "GPUPROV_INVENTORY"
-DEFAULT_INVENTORY = Path("inventory.ini")
+inventory_path = host_options.inventory_path  # the one default rule; here for launch's modules
 
 
-def inventory_path(given: Path | None) -> Path:
-    """-i, then $GPUPROV_INVENTORY, then ./inventory.ini."""
-    if given is not None:
-        return given
-    from_env = os.environ.get(INVENTORY_ENV)
-    if from_env:
-        return Path(from_env).expanduser()
-    if DEFAULT_INVENTORY.exists():
-        return DEFAULT_INVENTORY
-    raise BadInput(
-        f"no inventory found: pass -i INVENTORY, set ${INVENTORY_ENV}, or put an inventory.ini in "
-        f"{Path.cwd()}"
-    )
+class HostChoice(Protocol):
+    """The options that choose a job's hosts (LaunchOptions, BenchOptions)."""
+
+    @property
+    def inventory(self) -> Path | None: ...
+    @property
+    def limit(self) -> str | None: ...
+    @property
+    def nodes(self) -> int | None: ...
+    @property
+    def hosts(self) -> tuple[str, ...]: ...
 
 
-def select(inventory: hosts.Inventory, nodes: int | None, names: tuple[str, ...]) -> list[hosts.Host]:
-    """--hosts H1,H2 in that order, or the first --nodes N hosts, or every host. The first is the master."""
+def chosen(opts: HostChoice) -> tuple[hosts.Inventory, list[hosts.Host]]:
+    """The inventory (narrowed by --limit) and the hosts --hosts or --nodes pick from it."""
+    inventory = hosts.load(inventory_path(opts.inventory), opts.limit)
+    return inventory, select(inventory, opts.nodes, opts.hosts, opts.limit)
+
+
+def select(
+    inventory: hosts.Inventory, nodes: int | None, names: tuple[str, ...], limit: str | None = None
+) -> list[hosts.Host]:
+    """--hosts H1,H2 in that order, or the first --nodes N hosts, or every host. The first is the master.
+
+    inventory is what --limit left of it (limit names it in the messages)."""
     # A job's host names become its log files' names (HOST.log): hosts.load has refused any that could not.
-    return _select(inventory, nodes, names)
-
-
-def _select(inventory: hosts.Inventory, nodes: int | None, names: tuple[str, ...]) -> list[hosts.Host]:
+    where = f"{inventory.path}" if limit is None else f"{inventory.path} --limit {limit!r}"
     if names:
         unknown = [name for name in names if name not in inventory.names]
         if unknown:
             raise BadInput(
-                f"--hosts: {', '.join(unknown)} not in {inventory.path} (group {inventory.group} has "
+                f"--hosts: {', '.join(unknown)} not in {where} (group {inventory.group} has "
                 f"{', '.join(inventory.names)})"
             )
         return [inventory.host(name) for name in names]
@@ -47,7 +51,7 @@ def _select(inventory: hosts.Inventory, nodes: int | None, names: tuple[str, ...
         return list(inventory.hosts)
     if nodes > len(inventory.hosts):
         raise BadInput(
-            f"--nodes {nodes} is more than the {len(inventory.hosts)} host(s) in {inventory.path} "
+            f"--nodes {nodes} is more than the {len(inventory.hosts)} host(s) in {where} "
             f"(group {inventory.group}: {', '.join(inventory.names)}); lower --nodes or add hosts"
         )
     return list(inventory.hosts[:nodes])

@@ -1,13 +1,13 @@
-"""--nodes / --hosts: one definition (launch/host_options.py) that launch and bench both take."""
+"""--nodes / --hosts: one definition (gpuprov/host_options.py) that launch and bench both take."""
 
 from __future__ import annotations
 
 import click
 import pytest
 
+from gpuprov import host_options
 from gpuprov.bench.command import bench
 from gpuprov.errors import BadInput
-from gpuprov.launch import host_options
 from gpuprov.launch.commands import launch
 
 
@@ -15,13 +15,13 @@ def _params(command: click.Command) -> dict[str, tuple[str | None, str | None, l
     return {
         p.name: (p.help if isinstance(p, click.Option) else None, str(p.type), p.opts)
         for p in command.params
-        if p.name in ("nodes", "host_list")
+        if p.name in ("nodes", "hosts")
     }
 
 
 def test_launch_and_bench_take_the_same_host_options() -> None:
     assert _params(launch) == _params(bench)
-    assert sorted(_params(launch)) == ["host_list", "nodes"]
+    assert sorted(_params(launch)) == ["hosts", "nodes"]
 
 
 @pytest.mark.parametrize(
