@@ -20,7 +20,7 @@ from gpuprov import console
 from gpuprov.check import busbw_threshold as threshold_mod
 from gpuprov.check import expected
 from gpuprov.check.gather import Gathered
-from gpuprov.check.results import Result, Status
+from gpuprov.check.results import Result, Status, verdict
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import flow as launch_flow
 from gpuprov.launch import jobs
@@ -62,18 +62,17 @@ def judged(
 ) -> Result:
     """One measurement against the threshold: pass, or fail with the action given."""
     median, spread = _summary(values)
-    ok = median >= threshold.gbps
-    return Result(
+    return verdict(
         "bandwidth",
         where,
-        Status.PASS if ok else Status.FAIL,
+        median >= threshold.gbps,
         measured=f"{median:.3f} (spread {spread})",
         expected=f">= {threshold.gbps:g}",
         unit="GB/s busbw",
         source=threshold.source,
         margin=f"{(median - threshold.gbps) / threshold.gbps * 100:+.0f}%",
         detail=detail,
-        action="" if ok else action,
+        action=action,
     )
 
 
