@@ -130,6 +130,18 @@ def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any])
                 action="run `gpuprov launch` with a small script on these hosts to see why",
             )
         ]
+    return _judged_report(inventory, found, report, threshold)
+
+
+def _judged_report(
+    inventory: Path,
+    found: list[Gathered],
+    report: Mapping[str, Any],
+    threshold: threshold_mod.Threshold | None,
+) -> list[Result]:
+    """The all-hosts run against the threshold (the hardware's for NCCL when the inventory sets none); when
+    it misses, the pairs that find the slow host."""
+    names = [g.host.name for g in found]
     values = busbw_gbps(report)
     backend = str(report["backend"])
     if threshold is None and backend == "nccl":
