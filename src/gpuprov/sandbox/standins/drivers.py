@@ -219,7 +219,7 @@ def _ubuntu_desktop(d: DriverRelease, core: _UbuntuCore) -> tuple[list[Package],
         core.cfg1,
         group="nvidia-driver-binary",
     )
-    # nvidia-driver-<b>'s Depends, in the real control file's order.
+    # What nvidia-driver-<b> depends on, in the order its Depends line keeps.
     stack = (
         gl,
         core.common,
