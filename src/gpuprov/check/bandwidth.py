@@ -20,7 +20,7 @@ from gpuprov import console
 from gpuprov.check import busbw_threshold as threshold_mod
 from gpuprov.check import expected
 from gpuprov.check.gather import Gathered
-from gpuprov.check.results import Result, Status
+from gpuprov.check.results import Result, Status, verdict
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import flow as launch_flow
 from gpuprov.launch import jobs
@@ -62,18 +62,17 @@ def judged(
 ) -> Result:
     """One measurement against the threshold: pass, or fail with the action given."""
     median, spread = _summary(values)
-    ok = median >= threshold.gbps
-    return Result(
+    return verdict(
         "bandwidth",
         where,
-        Status.PASS if ok else Status.FAIL,
+        median >= threshold.gbps,
         measured=f"{median:.3f} (spread {spread})",
         expected=f">= {threshold.gbps:g}",
         unit="GB/s busbw",
         source=threshold.source,
         margin=f"{(median - threshold.gbps) / threshold.gbps * 100:+.0f}%",
         detail=detail,
-        action="" if ok else action,
+        action=action,
     )
 
 
@@ -131,6 +130,18 @@ def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any])
                 action="run `gpuprov launch` with a small script on these hosts to see why",
             )
         ]
+    return _judged_report(inventory, found, report, threshold)
+
+
+def _judged_report(
+    inventory: Path,
+    found: list[Gathered],
+    report: Mapping[str, Any],
+    threshold: threshold_mod.Threshold | None,
+) -> list[Result]:
+    """The all-hosts run against the threshold (the hardware's for NCCL when the inventory sets none); when
+    it misses, the pairs that find the slow host."""
+    names = [g.host.name for g in found]
     values = busbw_gbps(report)
     backend = str(report["backend"])
     if threshold is None and backend == "nccl":

@@ -58,44 +58,8 @@ def run(opts: CheckOptions) -> ExitCode:
     keys = sorted({k for h in selected for k in expected.sysctls(h.vars)})
     console.step(f"Checking {len(selected)} host(s){' (quick)' if opts.quick else ''}")
     found = gather.gather(selected, keys)
-    results: list[Result] = []
     try:
-        for item in found:
-            if item.error is not None and item.unreachable:
-                results.append(
-                    Result(
-                        "ssh",
-                        item.host.name,
-                        Status.FAIL,
-                        detail=item.error,
-                        action="bring the host back or fix its SSH settings, then check again",
-                    )
-                )
-                continue
-            if item.error is not None:  # the host answers, gpuprov's program on it did not
-                results.append(
-                    Result(
-                        "ssh",
-                        item.host.name,
-                        Status.COULD_NOT_RUN,
-                        detail=item.error,
-                        action=f"check that {gather.system_python(item.host)} (Python 3.8+) runs on the host",
-                    )
-                )
-                continue
-            view = host_view.HostView(item.host.name, item.host.vars, item.data)
-            for name, check in host_checks.CHECKS.items():
-                names = (name, "python") if name == "torch" else (name,)
-                if any(_wanted(opts, n) for n in names):
-                    results += [r for r in check(view) if _wanted(opts, r.check)]
-        if _wanted(opts, "versions-agree"):
-            results += cross_checks.versions_agree(results, len(selected))
-        if _wanted(opts, "ports"):
-            console.step("Testing the rendezvous and NCCL/gloo ports between the hosts")
-            results += ports.check(found)
-        if _wanted(opts, "bandwidth"):
-            console.step("Measuring all-reduce bus bandwidth across the hosts (gpuprov launch)")
-            results += bandwidth.check(opts.inventory, [g for g in found if g.error is None], opts.extra_vars)
+        results = _results(opts, found, len(selected))
     finally:
         for item in found:
             if item.client is not None:
@@ -118,6 +82,52 @@ def run(opts: CheckOptions) -> ExitCode:
     output.show(results, verbose=opts.verbose)
     console.info(f"Results: {where / store.RESULTS} ({summary['seconds']} s)")
     return code
+
+
+def _results(opts: CheckOptions, found: list[gather.Gathered], selected: int) -> list[Result]:
+    """The wanted checks: per host, then across the hosts (versions, ports, bandwidth)."""
+    results: list[Result] = []
+    for item in found:
+        failed = _ssh_failure(item)
+        if failed is not None:
+            results.append(failed)
+            continue
+        view = host_view.HostView(item.host.name, item.host.vars, item.data)
+        for name, check in host_checks.CHECKS.items():
+            names = (name, "python") if name == "torch" else (name,)
+            if any(_wanted(opts, n) for n in names):
+                results += [r for r in check(view) if _wanted(opts, r.check)]
+    if _wanted(opts, "versions-agree"):
+        results += cross_checks.versions_agree(results, selected)
+    if _wanted(opts, "ports"):
+        console.step("Testing the rendezvous and NCCL/gloo ports between the hosts")
+        results += ports.check(found)
+    if _wanted(opts, "bandwidth"):
+        console.step("Measuring all-reduce bus bandwidth across the hosts (gpuprov launch)")
+        results += bandwidth.check(opts.inventory, [g for g in found if g.error is None], opts.extra_vars)
+    return results
+
+
+def _ssh_failure(item: gather.Gathered) -> Result | None:
+    """The host's one result when it could not be probed, else None."""
+    if item.error is None:
+        return None
+    if item.unreachable:
+        return Result(
+            "ssh",
+            item.host.name,
+            Status.FAIL,
+            detail=item.error,
+            action="bring the host back or fix its SSH settings, then check again",
+        )
+    # The host answers, gpuprov's program on it did not.
+    return Result(
+        "ssh",
+        item.host.name,
+        Status.COULD_NOT_RUN,
+        detail=item.error,
+        action=f"check that {gather.system_python(item.host)} (Python 3.8+) runs on the host",
+    )
 
 
 def _now() -> str:

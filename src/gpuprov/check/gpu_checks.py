@@ -45,19 +45,16 @@ def gpu_count(view: HostView) -> list[Result]:
             )
         ]
     found = len(query.gpus) if query.gpus else (query.attached or 0)
-    ok = found == count
     return [
-        view.result(
+        view.verdict(
             "gpu-count",
-            Status.PASS if ok else Status.FAIL,
+            found == count,
             measured=str(found),
             expected=str(count),
             unit="GPUs",
             source=source,
             margin=str(found - count),
-            action=""
-            if ok
-            else "a GPU is missing from nvidia-smi: read dmesg (Xid 79?), reseat or service it",
+            action="a GPU is missing from nvidia-smi: read dmesg (Xid 79?), reseat or service it",
         )
     ]
 
@@ -80,15 +77,14 @@ def cuda_driver(view: HostView) -> list[Result]:
                 detail="nvidia-smi -q shows no CUDA Version for the driver",
             )
         ]
-    ok = _release(query.cuda_version) >= _release(wanted)
     return [
-        view.result(
+        view.verdict(
             "cuda-driver",
-            Status.PASS if ok else Status.FAIL,
+            _release(query.cuda_version) >= _release(wanted),
             measured=query.cuda_version,
             expected=f">= {wanted}",
             source="the lock's cuda_version; nvidia-smi -q 'CUDA Version' (the newest the driver supports)",
-            action="" if ok else "load the locked driver (reboot after gpuprov bootstrap)",
+            action="load the locked driver (reboot after gpuprov bootstrap)",
         )
     ]
 
@@ -105,13 +101,13 @@ def persistence(view: HostView) -> list[Result]:
         return [view.result("persistence", Status.COULD_NOT_RUN, detail=str(why))]
     off = [gpu["bus_id"] for gpu in query.gpus if gpu.get("Persistence Mode") != "Enabled"]
     return [
-        view.result(
+        view.verdict(
             "persistence",
-            Status.FAIL if off else Status.PASS,
+            not off,
             measured=f"off on {', '.join(off)}" if off else "Enabled on all",
             expected="Enabled",
             source="nvidia_driver role (nvidia-persistenced)",
-            action="start nvidia-persistenced (gpuprov bootstrap)" if off else "",
+            action="start nvidia-persistenced (gpuprov bootstrap)",
         )
     ]
 
@@ -251,17 +247,17 @@ def matmul(view: HostView) -> list[Result]:
     median = statistics.median(tflops.values())
     results = []
     for index, value in sorted(tflops.items(), key=lambda item: int(item[0])):
-        slow = median > 0 and value < MATMUL_RATIO * median
         results.append(
-            view.result(
+            view.verdict(
                 "matmul",
-                Status.WARN if slow else Status.PASS,
+                not (median > 0 and value < MATMUL_RATIO * median),
+                otherwise=Status.WARN,
                 measured=f"GPU {index}: {value:g}",
                 expected=f">= {MATMUL_RATIO:g} x the host's median ({median:g})",
                 unit="TFLOPS (fp16, 16384x16384)",
                 source="gpuprov: GPUs of one host should match each other",
                 margin=f"{value / median:.2f} x median" if median > 0 else "",
-                action="read the clocks check (throttling?) and the GPU's temperature" if slow else "",
+                action="read the clocks check (throttling?) and the GPU's temperature",
             )
         )
     return results
@@ -292,14 +288,15 @@ def clocks(view: HostView) -> list[Result]:
         if reasons:
             held.append(f"GPU {index}: {', '.join(reasons)}")
     return [
-        view.result(
+        view.verdict(
             "clocks",
-            Status.WARN if held else Status.PASS,
+            not held,
+            otherwise=Status.WARN,
             measured="; ".join(held) or "no clocks event reason active under load",
             expected="none active but Idle, Applications Clocks Setting, Display Clock Setting",
             source="nvidia-smi -q Clocks Event Reasons (Clocks Throttle Reasons before 535), "
             "read during the matmul",
-            action="check cooling and power (HW/SW thermal or power slowdown)" if held else "",
+            action="check cooling and power (HW/SW thermal or power slowdown)",
         )
     ]
 
@@ -325,13 +322,14 @@ def pcie(view: HostView) -> list[Result]:
     if not shown:
         return view.not_applicable("pcie", "nvidia-smi shows no PCIe link (N/A)")
     return [
-        view.result(
+        view.verdict(
             "pcie",
-            Status.WARN if slow else Status.PASS,
+            not slow,
+            otherwise=Status.WARN,
             measured="; ".join(slow or shown),
             expected="current generation and width at their max, under load",
             source="nvidia-smi -q PCI/GPU Link Info, read during the matmul",
-            action="reseat the GPU or its riser; check the slot's BIOS settings" if slow else "",
+            action="reseat the GPU or its riser; check the slot's BIOS settings",
         )
     ]
 
@@ -345,13 +343,13 @@ def peermem(view: HostView) -> list[Result]:
     modules = set(view.data.get("modules") or [])
     loaded = sorted(modules & {"nvidia_peermem", "nv_peer_mem"})
     return [
-        view.result(
+        view.verdict(
             "peermem",
-            Status.PASS if loaded else Status.FAIL,
+            bool(loaded),
             measured=", ".join(loaded) or "not loaded",
             expected="nvidia_peermem loaded",
             source="NVIDIA GPUDirect RDMA docs (https://docs.nvidia.com/cuda/gpudirect-rdma/)",
-            action="" if loaded else "modprobe nvidia_peermem (and add it to /etc/modules-load.d)",
+            action="modprobe nvidia_peermem (and add it to /etc/modules-load.d)",
         )
     ]
 
@@ -367,17 +365,14 @@ def fabricmanager(view: HostView) -> list[Result]:
         )
     run = view.tool("fabricmanager")
     state = str(run.get("stdout", "")).strip() or "unknown"
-    ok = run.get("rc") == 0 and state == "active"
     return [
-        view.result(
+        view.verdict(
             "fabricmanager",
-            Status.PASS if ok else Status.FAIL,
+            run.get("rc") == 0 and state == "active",
             measured=f"nvidia-fabricmanager {state}",
             expected="active",
             source=f"{switches} NVSwitch(es) on the PCI bus; NVIDIA Fabric Manager user guide",
-            action=""
-            if ok
-            else "systemctl enable --now nvidia-fabricmanager (gpuprov bootstrap installs it)",
+            action="systemctl enable --now nvidia-fabricmanager (gpuprov bootstrap installs it)",
         )
     ]
 
@@ -401,17 +396,14 @@ def dkms(view: HostView) -> list[Result]:
         return view.not_applicable("dkms", "dkms lists no nvidia module (a precompiled kernel module)")
     wanted = view.lock.get("driver_version", "")
     here = [e for e in entries if e.kernel == kernel and e.state == "installed"]
-    ok = any(e.version == wanted for e in here)
     return [
-        view.result(
+        view.verdict(
             "dkms",
-            Status.PASS if ok else Status.FAIL,
+            any(e.version == wanted for e in here),
             measured=", ".join(f"{e.version} for {e.kernel}: {e.state}" for e in entries[:4]),
             expected=f"nvidia {wanted} installed for the running kernel {kernel}",
             source="dkms status; the lock's driver_version",
-            action=""
-            if ok
-            else "install the running kernel's headers and run dkms autoinstall, or boot the kernel it was "
+            action="install the running kernel's headers and run dkms autoinstall, or boot the kernel it was "
             "built for",
         )
     ]
@@ -430,13 +422,13 @@ def nvlink(view: HostView) -> list[Result]:
     inactive = [f"GPU {g.index} link {link}" for g in gpus for link in g.inactive]
     total = sum(len(g.links) for g in gpus)
     return [
-        view.result(
+        view.verdict(
             "nvlink",
-            Status.FAIL if inactive else Status.PASS,
+            not inactive,
             measured=f"{total - len(inactive)} of {total} active",
             expected="all links active",
             source="nvidia-smi nvlink --status",
             detail=", ".join(inactive[:6]),
-            action="reseat the NVLink bridge or service the GPU" if inactive else "",
+            action="reseat the NVLink bridge or service the GPU",
         )
     ]

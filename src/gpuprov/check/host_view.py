@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuprov.check import expected
+from gpuprov.check import expected, results
 from gpuprov.check.results import Result, Status
 
 LOCK = expected.LOCK_SOURCE
@@ -42,6 +42,12 @@ class HostView:
 
     def result(self, check: str, status: Status, **fields: str) -> Result:
         return Result(check=check, host=self.name, status=status, **fields)
+
+    def verdict(
+        self, check: str, ok: bool, *, action: str, otherwise: Status = Status.FAIL, **fields: str
+    ) -> Result:
+        """results.verdict for this host."""
+        return results.verdict(check, self.name, ok, action=action, otherwise=otherwise, **fields)
 
     def not_applicable(self, check: str, why: str) -> list[Result]:
         return [self.result(check, Status.NOT_APPLICABLE, detail=why)]

@@ -72,15 +72,14 @@ def nccl_conf(view: HostView) -> list[Result]:
         if line.strip() and not line.lstrip().startswith("#") and "=" in line:
             key, _, value = line.partition("=")
             found[key.strip()] = value.strip()
-    ok = found == wanted
     return [
-        view.result(
+        view.verdict(
             "nccl-conf",
-            Status.PASS if ok else Status.FAIL,
+            found == wanted,
             measured=", ".join(f"{k}={v}" for k, v in sorted(found.items())) or "no settings",
             expected=shown,
             source=source,
-            action="" if ok else "run gpuprov bootstrap (network_tuning renders it again)",
+            action="run gpuprov bootstrap (network_tuning renders it again)",
         )
     ]
 
@@ -108,13 +107,13 @@ def nccl_interface(view: HostView) -> list[Result]:
         elif not any(interfaces[i] in ("up", "unknown") for i in matches):
             problems.append(f"{entry}: {', '.join(f'{i} {interfaces[i]}' for i in matches)}")
     return [
-        view.result(
+        view.verdict(
             "nccl-interface",
-            Status.FAIL if problems else Status.PASS,
+            not problems,
             measured="; ".join(problems) or "up",
             expected=f"{setting} up",
             source="inventory (network_tuning_nccl_socket_ifname)",
-            action="bring the interface up or fix network_tuning_nccl_socket_ifname" if problems else "",
+            action="bring the interface up or fix network_tuning_nccl_socket_ifname",
         )
     ]
 
@@ -139,14 +138,14 @@ def infiniband(view: HostView) -> list[Result]:
         if wanted_rate and port.rate is not None and port.rate < int(str(wanted_rate)):
             problems.append(f"rate {port.rate} < {wanted_rate}")
         results.append(
-            view.result(
+            view.verdict(
                 "infiniband",
-                Status.FAIL if problems else Status.PASS,
+                not problems,
                 measured=f"{where}: {port.state} / {port.physical_state} rate {port.rate}",
                 expected="Active / LinkUp" + (f", rate >= {wanted_rate}" if wanted_rate else ""),
                 unit="Gb/s",
                 source="inventory (gpuprov_check_ib_rate_gbps)" if wanted_rate else "ibstat",
-                action="check the cable, the switch port and the subnet manager" if problems else "",
+                action="check the cable, the switch port and the subnet manager",
             )
         )
     return results or [view.result("infiniband", Status.COULD_NOT_RUN, detail="ibstat listed no port")]

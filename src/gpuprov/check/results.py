@@ -41,6 +41,14 @@ class Result:
         return data
 
 
+def verdict(
+    check: str, host: str, ok: bool, *, action: str, otherwise: Status = Status.FAIL, **fields: str
+) -> Result:
+    """PASS when ok, else `otherwise` (FAIL, or WARN where it is only worth a look) with the action: a check
+    that passed asks nothing of the user."""
+    return Result(check, host, Status.PASS if ok else otherwise, action="" if ok else action, **fields)
+
+
 def ordered(results: Iterable[Result]) -> list[Result]:
     """Failures first, then could-not-run, warnings, passes and what does not apply; stable otherwise."""
     return sorted(results, key=lambda r: _ORDER[r.status])

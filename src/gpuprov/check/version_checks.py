@@ -82,15 +82,14 @@ def driver_module(view: HostView) -> list[Result]:
             )
         ]
     measured = f"{module.version} {module.flavor}"
-    ok = measured == wanted
     return [
-        view.result(
+        view.verdict(
             "driver-module",
-            Status.PASS if ok else Status.FAIL,
+            measured == wanted,
             measured=measured,
             expected=wanted,
             source=LOCK,
-            action="" if ok else "reboot the host so the installed (locked) driver's module is loaded",
+            action="reboot the host so the installed (locked) driver's module is loaded",
         )
     ]
 
@@ -122,15 +121,14 @@ def cuda(view: HostView) -> list[Result]:
                 action="check the CUDA toolkit's installation (version.json)",
             )
         ]
-    ok = found == wanted
     return [
-        view.result(
+        view.verdict(
             "cuda",
-            Status.PASS if ok else Status.FAIL,
+            found == wanted,
             measured=found,
             expected=wanted,
             source=LOCK,
-            action="" if ok else "run gpuprov bootstrap to install the locked CUDA toolkit",
+            action="run gpuprov bootstrap to install the locked CUDA toolkit",
         )
     ]
 
@@ -152,13 +150,13 @@ def _package_check(view: HostView, check: str, pattern: str, lock_field: str) ->
         ]
     wrong = sorted(f"{n} {v}" for n, v in found.items() if v != wanted)
     return [
-        view.result(
+        view.verdict(
             check,
-            Status.FAIL if wrong else Status.PASS,
+            not wrong,
             measured=", ".join(wrong) if wrong else wanted,
             expected=wanted,
             source=LOCK,
-            action="run gpuprov bootstrap" if wrong else "",
+            action="run gpuprov bootstrap",
         )
     ]
 
@@ -217,14 +215,14 @@ def holds(view: HostView) -> list[Result]:
     ]
     loose = sorted(set(wanted) - set(held))
     return [
-        view.result(
+        view.verdict(
             "holds",
-            Status.FAIL if loose else Status.PASS,
+            not loose,
             measured=f"{len(wanted) - len(loose)} of {len(wanted)} held",
             expected="every stack package held",
             source="the roles' *_hold variables (default true)",
             detail=("not held: " + ", ".join(loose[:6])) if loose else "",
-            action="run gpuprov bootstrap (it holds them again)" if loose else "",
+            action="run gpuprov bootstrap (it holds them again)",
         )
     ]
 
@@ -243,37 +241,37 @@ def python_env(view: HostView) -> list[Result]:
     except (ValueError, IndexError):
         last = (str(run.get("stderr", "")).strip().splitlines() or ["no output"])[-1]
         return [view.result("torch", Status.FAIL, detail=f"{python}: {last}", action="run gpuprov bootstrap")]
-    results = []
-    wanted_python = view.vars.get("python_env_python_version")
-    found_python = str(info.get("python", ""))
-    if wanted_python:
-        ok = found_python == str(wanted_python) or found_python.startswith(f"{wanted_python}.")
-        results.append(
-            view.result(
-                "python",
-                Status.PASS if ok else Status.FAIL,
-                measured=found_python,
-                expected=str(wanted_python),
-                source="inventory (python_env_python_version)",
-                action="" if ok else "run gpuprov bootstrap",
-            )
-        )
-    else:
-        results.append(
-            view.result(
-                "python", Status.PASS, measured=found_python, detail="not locked: only compared across hosts"
-            )
-        )
+    python_result = _python(view, info)
     if "error" in info:
-        results.append(
-            view.result(
-                "torch",
-                Status.FAIL,
-                detail=f"import torch failed: {info['error']}",
-                action="run gpuprov bootstrap (python_env rebuilds the env)",
-            )
+        failed = view.result(
+            "torch",
+            Status.FAIL,
+            detail=f"import torch failed: {info['error']}",
+            action="run gpuprov bootstrap (python_env rebuilds the env)",
         )
-        return results
+        return [python_result, failed]
+    return [python_result, _torch(view, info)]
+
+
+def _python(view: HostView, info: Mapping[str, object]) -> Result:
+    """The env's Python against the inventory's python_env_python_version (3.11 matches 3.11.2)."""
+    wanted = view.vars.get("python_env_python_version")
+    found = str(info.get("python", ""))
+    if not wanted:
+        return view.result(
+            "python", Status.PASS, measured=found, detail="not locked: only compared across hosts"
+        )
+    return view.verdict(
+        "python",
+        found == str(wanted) or found.startswith(f"{wanted}."),
+        measured=found,
+        expected=str(wanted),
+        source="inventory (python_env_python_version)",
+        action="run gpuprov bootstrap",
+    )
+
+
+def _torch(view: HostView, info: Mapping[str, object]) -> Result:
     torch = str(info.get("torch", ""))
     tag_match = _LOCAL_TAG.search(torch)
     base = torch.split("+", 1)[0]
@@ -283,15 +281,11 @@ def python_env(view: HostView) -> list[Result]:
     cuda = info.get("torch_cuda")
     if ok and tag != "cpu" and cuda:  # the CUDA torch was built for: cu124 -> 12.4
         ok = tag == "cu" + str(cuda).replace(".", "")
-    measured = torch + (f" (CUDA {cuda})" if cuda else "")
-    results.append(
-        view.result(
-            "torch",
-            Status.PASS if ok else Status.FAIL,
-            measured=measured,
-            expected=wanted,
-            source=LOCK,
-            action="" if ok else "run gpuprov bootstrap (python_env installs the locked PyTorch)",
-        )
+    return view.verdict(
+        "torch",
+        ok,
+        measured=torch + (f" (CUDA {cuda})" if cuda else ""),
+        expected=wanted,
+        source=LOCK,
+        action="run gpuprov bootstrap (python_env installs the locked PyTorch)",
     )
-    return results

@@ -33,8 +33,6 @@ class InventoryContext:
 
 
 def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
-    # Host key checking stays on: the known_hosts file holds the keys gpuprov generated for each node.
-    ssh_args = f"-o UserKnownHostsFile={ctx.known_hosts} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
     lines = [
         f"# Sandbox {ctx.sandbox!r}, written by `gpuprov sandbox up`; `gpuprov sandbox down` removes it.",
         "# The nodes are containers standing in for GPU servers (see the README).",
@@ -42,9 +40,28 @@ def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
     ]
     for node in nodes:
         lines.append(f"{node.name} ansible_host={node.address} gpuprov_sandbox_os={node.os_name}")
-    lines += [
-        "",
-        "[gpu_nodes:vars]",
+    lines += ["", "[gpu_nodes:vars]", *_node_vars(ctx), ""]
+    if ctx.slurm and nodes:
+        lines += [
+            "# `gpuprov sandbox up --slurm`: the first node runs slurmctld; every node runs slurmd. The",
+            "# containers' cgroups are read-only, so the slurm role uses its container-safe settings.",
+            "[slurm_controller]",
+            nodes[0].name,
+            "",
+            "[all:vars]",
+            "slurm_container_safe=true",
+            "slurm_allow_no_gpu=true",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _node_vars(ctx: InventoryContext) -> list[str]:
+    """The [gpu_nodes:vars] lines: how to reach the nodes, and the roles' settings for containers and the
+    sandbox's mirror."""
+    # Host key checking stays on: the known_hosts file holds the keys gpuprov generated for each node.
+    ssh_args = f"-o UserKnownHostsFile={ctx.known_hosts} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
+    return [
         f"ansible_user={ctx.user}",
         f"ansible_ssh_private_key_file={ctx.private_key}",
         f"ansible_ssh_common_args={shlex.quote(ssh_args)}",
@@ -78,21 +95,7 @@ def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
         f"python_env_pip_trusted_hosts={[urllib.parse.urlsplit(ctx.mirror_url).hostname]!r}",
         f"python_env_conda_installer_url={ctx.mirror_url}/conda/{standins.CONDA_INSTALLER_NAME}",
         f"python_env_conda_installer_sha256={standins.conda_installer_sha256()}",
-        "",
     ]
-    if ctx.slurm and nodes:
-        lines += [
-            "# `gpuprov sandbox up --slurm`: the first node runs slurmctld; every node runs slurmd. The",
-            "# containers' cgroups are read-only, so the slurm role uses its container-safe settings.",
-            "[slurm_controller]",
-            nodes[0].name,
-            "",
-            "[all:vars]",
-            "slurm_container_safe=true",
-            "slurm_allow_no_gpu=true",
-            "",
-        ]
-    return "\n".join(lines)
 
 
 # The sandbox's compatibility lock, kept once in playbooks/vars/sandbox_lock.yml (the Molecule scenarios

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuprov.check import cross_checks, gpu_checks, host_checks, host_view, network_checks, version_checks
-from gpuprov.check.results import Result, Status, exit_code, ordered
+from gpuprov.check.results import Result, Status, exit_code, ordered, verdict
 from gpuprov.errors import ExitCode
 
 RECORDED = Path(__file__).parents[2] / "recorded"
@@ -355,3 +355,27 @@ def test_dkms_module_built_for_the_running_kernel() -> None:
     assert result.status is Status.FAIL and "6.8.0-31-generic" in result.expected
     precompiled = gathered(dkms={"rc": None, "missing": True, "stdout": "", "stderr": ""})
     assert gpu_checks.dkms(view(precompiled, gpuprov_gpu_count=1))[0].status is Status.NOT_APPLICABLE
+
+
+def test_verdict_passes_without_an_action_and_fails_or_warns_with_it() -> None:
+    v = view(gathered())
+    passed = v.verdict("cuda", True, measured="12.4.1", expected="12.4.1", source="the lock", action="fix it")
+    assert passed == Result(
+        "cuda", "node1", Status.PASS, measured="12.4.1", expected="12.4.1", source="the lock", action=""
+    )
+    failed = v.verdict("cuda", False, measured="12.2", expected="12.4.1", action="fix it")
+    assert (failed.status, failed.host, failed.measured, failed.action) == (
+        Status.FAIL,
+        "node1",
+        "12.2",
+        "fix it",
+    )
+    warned = v.verdict("pcie", False, otherwise=Status.WARN, detail="Gen1", action="reseat it")
+    assert (warned.status, warned.detail, warned.action) == (Status.WARN, "Gen1", "reseat it")
+
+
+def test_verdict_for_a_pair_or_the_cluster_is_the_same_rule() -> None:
+    assert verdict("bandwidth", "a <-> b", True, margin="+5%", action="look") == Result(
+        "bandwidth", "a <-> b", Status.PASS, margin="+5%"
+    )
+    assert verdict("bandwidth", "cluster", False, action="look").action == "look"

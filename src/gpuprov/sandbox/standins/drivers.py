@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 from gpuprov.sandbox.standins.catalogue import DriverRelease
 from gpuprov.sandbox.standins.model import Entry, File, Format, Package, Pin, exact
@@ -22,137 +23,242 @@ def deb_driver(d: DriverRelease) -> list[Package]:
     Debian's real dkms and its compilers into the sandbox's containers; the firmware is named by version).
     nvidia-compute-utils-<b> ships Ubuntu's nvidia-persistenced unit and creates the daemon's user.
     """
-    fmt, b = Format.DEB, d.branch
-    pkg = functools.partial(package, fmt, d.version, "1")
+    core = _ubuntu_core(d)
+    desktop, drivers = _ubuntu_desktop(d, core)
+    cuda_drivers = _ubuntu_package(
+        d,
+        f"cuda-drivers-{d.branch}",
+        "CUDA driver metapackage",
+        [],
+        depends=(exact(drivers[0]) + exact(drivers[1]),),
+        exclusive_group="cuda-drivers",
+    )
+    return [*core.packages(), *_ubuntu_headless(d, core), *desktop, *drivers, cuda_drivers, _ubuntu_fabric(d)]
 
-    def empty(name: str, summary: str, *depends: Package, group: str = "") -> Package:
-        return pkg(name, summary, [], depends=tuple(exact(p) for p in depends), exclusive_group=group)
 
-    compute = pkg(
+# Ubuntu builds each branch with two kernel module flavours: proprietary ("") and open ("-open").
+_FLAVOURS = ("", "-open")
+
+
+def _ubuntu_package(
+    d: DriverRelease,
+    name: str,
+    summary: str,
+    entries: list[Entry],
+    *,
+    depends: tuple[tuple[Pin, ...], ...] = (),
+    exclusive_group: str = "",
+    postinst: str = "",
+) -> Package:
+    return package(
+        Format.DEB,
+        d.version,
+        "1",
+        name,
+        summary,
+        entries,
+        depends=depends,
+        exclusive_group=exclusive_group,
+        postinst=postinst,
+    )
+
+
+def _empty(d: DriverRelease, name: str, summary: str, *depends: Package, group: str = "") -> Package:
+    """A package without files that depends on others at their exact version."""
+    return _ubuntu_package(
+        d, name, summary, [], depends=tuple(exact(p) for p in depends), exclusive_group=group
+    )
+
+
+@dataclass(frozen=True)
+class _UbuntuCore:
+    """The parts both the headless and the desktop metapackages depend on; sources and dkms by flavour."""
+
+    compute: Package
+    utils: Package
+    compute_utils: Package
+    cfg1: Package
+    common: Package
+    sources: dict[str, Package]
+    dkms: dict[str, Package]
+
+    def packages(self) -> list[Package]:
+        parts = (self.compute, self.utils, self.compute_utils, self.cfg1, self.common)
+        return [*parts, *self.sources.values(), *self.dkms.values()]
+
+
+def _ubuntu_core(d: DriverRelease) -> _UbuntuCore:
+    b = d.branch
+    compute = _ubuntu_package(
+        d,
         f"libnvidia-compute-{b}",
         "NVIDIA libcompute package (libcuda, libnvidia-ml)",
-        _driver_libraries(d, fmt),
+        _driver_libraries(d, Format.DEB),
         exclusive_group="libnvidia-compute",
     )
-    utils = pkg(
-        f"nvidia-utils-{b}",
-        "NVIDIA driver support binaries (nvidia-smi)",
-        [_nvidia_smi(d)],
-        exclusive_group="nvidia-utils",
+    common, sources, dkms = _ubuntu_kernel(d)
+    return _UbuntuCore(
+        compute=compute,
+        utils=_ubuntu_package(
+            d,
+            f"nvidia-utils-{b}",
+            "NVIDIA driver support binaries (nvidia-smi)",
+            [_nvidia_smi(d)],
+            exclusive_group="nvidia-utils",
+        ),
+        compute_utils=_ubuntu_package(
+            d,
+            f"nvidia-compute-utils-{b}",
+            "NVIDIA compute utilities (nvidia-persistenced)",
+            _ubuntu_persistenced(d),
+            depends=((Pin(compute.name, ""),),),
+            exclusive_group="nvidia-compute-utils",
+            postinst=_UBUNTU_PERSISTENCED_USER,
+        ),
+        cfg1=_empty(
+            d,
+            f"libnvidia-cfg1-{b}",
+            "NVIDIA binary OpenGL/GLX configuration library",
+            group="libnvidia-cfg1-any",
+        ),
+        common=common,
+        sources=sources,
+        dkms=dkms,
     )
-    compute_utils = pkg(
-        f"nvidia-compute-utils-{b}",
-        "NVIDIA compute utilities (nvidia-persistenced)",
-        _ubuntu_persistenced(d),
-        depends=((Pin(compute.name, ""),),),
-        exclusive_group="nvidia-compute-utils",
-        postinst=_UBUNTU_PERSISTENCED_USER,
-    )
-    cfg1 = empty(
-        f"libnvidia-cfg1-{b}", "NVIDIA binary OpenGL/GLX configuration library", group="libnvidia-cfg1-any"
-    )
-    common = empty(
-        f"nvidia-kernel-common-{b}", "Shared files used with the kernel module", group="nvidia-kernel-common"
+
+
+def _ubuntu_kernel(d: DriverRelease) -> tuple[Package, dict[str, Package], dict[str, Package]]:
+    """nvidia-kernel-common-<b>, and nvidia-kernel-source-<b> and nvidia-dkms-<b> by flavour."""
+    b = d.branch
+    common = _empty(
+        d,
+        f"nvidia-kernel-common-{b}",
+        "Shared files used with the kernel module",
+        group="nvidia-kernel-common",
     )
     sources = {
-        flavour: empty(
-            f"nvidia-kernel-source-{b}{flavour}", "NVIDIA kernel source package", group="nvidia-kernel-source"
+        flavour: _empty(
+            d,
+            f"nvidia-kernel-source-{b}{flavour}",
+            "NVIDIA kernel source package",
+            group="nvidia-kernel-source",
         )
-        for flavour in ("", "-open")
+        for flavour in _FLAVOURS
     }
     dkms = {
-        flavour: empty(
+        flavour: _empty(
+            d,
             f"nvidia-dkms-{b}{flavour}",
             f"NVIDIA DKMS package ({'open' if flavour else 'proprietary'} kernel modules)",
             sources[flavour],
             common,
             group="nvidia-dkms-kernel",
         )
-        for flavour in ("", "-open")
+        for flavour in _FLAVOURS
     }
+    return common, sources, dkms
+
+
+def _ubuntu_headless(d: DriverRelease, core: _UbuntuCore) -> list[Package]:
+    """nvidia-headless-no-dkms-<b> of each flavour, then nvidia-headless-<b> on it and nvidia-dkms-<b>."""
     no_dkms = {
-        flavour: empty(
-            f"nvidia-headless-no-dkms-{b}{flavour}",
+        flavour: _empty(
+            d,
+            f"nvidia-headless-no-dkms-{d.branch}{flavour}",
             "NVIDIA headless metapackage - no DKMS",
-            common,
-            sources[flavour],
-            compute,
-            compute_utils,
-            cfg1,
+            core.common,
+            core.sources[flavour],
+            core.compute,
+            core.compute_utils,
+            core.cfg1,
         )
-        for flavour in ("", "-open")
+        for flavour in _FLAVOURS
     }
     headless = [
-        pkg(
-            f"nvidia-headless-{b}{flavour}",
+        _ubuntu_package(
+            d,
+            f"nvidia-headless-{d.branch}{flavour}",
             "NVIDIA headless metapackage",
             [],
-            depends=((Pin(no_dkms[flavour].name, ""),), (Pin(dkms[flavour].name, ""),)),
+            depends=((Pin(no_dkms[flavour].name, ""),), (Pin(core.dkms[flavour].name, ""),)),
             exclusive_group="nvidia-headless",
         )
-        for flavour in ("", "-open")
+        for flavour in _FLAVOURS
     ]
-    # The desktop stack nvidia-driver-<b> adds: empty packages with the real names and dependencies.
-    gl = empty(
-        f"libnvidia-gl-{b}", "NVIDIA OpenGL/GLX/EGL/GLES GLVND libraries and Vulkan ICD", group="libnvidia-gl"
+    return [*no_dkms.values(), *headless]
+
+
+def _ubuntu_desktop(d: DriverRelease, core: _UbuntuCore) -> tuple[list[Package], list[Package]]:
+    """The desktop stack nvidia-driver-<b> adds (empty packages with the real names and dependencies), and
+    nvidia-driver-<b> of each flavour on it."""
+    b = d.branch
+    gl = _empty(
+        d,
+        f"libnvidia-gl-{b}",
+        "NVIDIA OpenGL/GLX/EGL/GLES GLVND libraries and Vulkan ICD",
+        group="libnvidia-gl",
     )
-    extra = empty(f"libnvidia-extra-{b}", "Extra libraries for the NVIDIA driver", group="libnvidia-extra")
-    decode = empty(
-        f"libnvidia-decode-{b}", "NVIDIA Video Decoding runtime libraries", compute, group="libnvidia-decode"
+    extra = _empty(
+        d, f"libnvidia-extra-{b}", "Extra libraries for the NVIDIA driver", group="libnvidia-extra"
     )
-    encode = empty(f"libnvidia-encode-{b}", "NVENC Video Encoding runtime library", group="libnvidia-encode")
-    fbc1 = empty(f"libnvidia-fbc1-{b}", "NVIDIA OpenGL-based Framebuffer Capture runtime library")
-    xserver = empty(
-        f"xserver-xorg-video-nvidia-{b}", "NVIDIA binary Xorg driver", cfg1, group="nvidia-driver-binary"
+    decode = _empty(
+        d,
+        f"libnvidia-decode-{b}",
+        "NVIDIA Video Decoding runtime libraries",
+        core.compute,
+        group="libnvidia-decode",
     )
-    desktop = (gl, common, compute, extra, compute_utils, decode, encode, utils, xserver, cfg1, fbc1)
+    encode = _empty(
+        d, f"libnvidia-encode-{b}", "NVENC Video Encoding runtime library", group="libnvidia-encode"
+    )
+    fbc1 = _empty(d, f"libnvidia-fbc1-{b}", "NVIDIA OpenGL-based Framebuffer Capture runtime library")
+    xserver = _empty(
+        d,
+        f"xserver-xorg-video-nvidia-{b}",
+        "NVIDIA binary Xorg driver",
+        core.cfg1,
+        group="nvidia-driver-binary",
+    )
+    # What nvidia-driver-<b> depends on, in the order its Depends line keeps.
+    stack = (
+        gl,
+        core.common,
+        core.compute,
+        extra,
+        core.compute_utils,
+        decode,
+        encode,
+        core.utils,
+        xserver,
+        core.cfg1,
+        fbc1,
+    )
     drivers = [
-        empty(
+        _empty(
+            d,
             f"nvidia-driver-{b}{flavour}",
             "NVIDIA driver metapackage",
-            *desktop,
-            dkms[flavour],
-            sources[flavour],
+            *stack,
+            core.dkms[flavour],
+            core.sources[flavour],
             group="nvidia-driver",
         )
-        for flavour in ("", "-open")
+        for flavour in _FLAVOURS
     ]
-    cuda_drivers = pkg(
-        f"cuda-drivers-{b}",
-        "CUDA driver metapackage",
-        [],
-        depends=(exact(drivers[0]) + exact(drivers[1]),),
-        exclusive_group="cuda-drivers",
-    )
+    return [gl, extra, decode, encode, fbc1, xserver], drivers
+
+
+def _ubuntu_fabric(d: DriverRelease) -> Package:
     # nvidia-fabricmanager-<b> up to R575 (also in NVIDIA's debian12 repository, which names the driver the
     # Debian way: tests/recorded/README.md); from R580 one branch-less nvidia-fabricmanager, as the role's
     # vars/Debian.yml records (NVIDIA/gpu-driver-container pull request 451).
-    fabric = pkg(
-        "nvidia-fabricmanager" if int(b) >= 580 else f"nvidia-fabricmanager-{b}",
+    return _ubuntu_package(
+        d,
+        "nvidia-fabricmanager" if int(d.branch) >= 580 else f"nvidia-fabricmanager-{d.branch}",
         "NVIDIA fabric manager (NVSwitch systems)",
         _fabricmanager(d),
         exclusive_group="nvidia-fabricmanager",
     )
-    return [
-        compute,
-        utils,
-        compute_utils,
-        cfg1,
-        common,
-        *sources.values(),
-        *dkms.values(),
-        *no_dkms.values(),
-        *headless,
-        gl,
-        extra,
-        decode,
-        encode,
-        fbc1,
-        xserver,
-        *drivers,
-        cuda_drivers,
-        fabric,
-    ]
 
 
 def deb_driver_debian(d: DriverRelease) -> list[Package]:
@@ -191,19 +297,7 @@ def deb_driver_debian(d: DriverRelease) -> list[Package]:
         depends=(exact(libnvidia_ml),),
         conflicts=("nvidia-compute-utils",),
     )
-    # Both module flavours provide nvidia-kernel-<version>, as NVIDIA's do; one excludes the other.
-    kernel = Pin(f"nvidia-kernel-{d.version}", f"{d.version}-1")
-    modules = [
-        pkg(
-            name,
-            f"NVIDIA kernel modules, DKMS source ({what})",
-            [],
-            provides=(kernel,),
-            conflicts=("nvidia-dkms-kernel",),
-            exclusive_group="nvidia-kernel-module",
-        )
-        for name, what in (("nvidia-kernel-dkms", "proprietary"), ("nvidia-kernel-open-dkms", "open"))
-    ]
+    modules = _debian_kernel_modules(d)
     driver_cuda = pkg(
         "nvidia-driver-cuda",
         "NVIDIA driver CUDA integration components",
@@ -217,6 +311,25 @@ def deb_driver_debian(d: DriverRelease) -> list[Package]:
         ),
     )
     return [libcuda, libnvidia_ml, smi, persistenced, *modules, driver_cuda]
+
+
+def _debian_kernel_modules(d: DriverRelease) -> list[Package]:
+    # Both module flavours provide nvidia-kernel-<version>, as NVIDIA's do; one excludes the other.
+    kernel = Pin(f"nvidia-kernel-{d.version}", f"{d.version}-1")
+    return [
+        package(
+            Format.DEB,
+            d.version,
+            "1",
+            name,
+            f"NVIDIA kernel modules, DKMS source ({what})",
+            [],
+            provides=(kernel,),
+            conflicts=("nvidia-dkms-kernel",),
+            exclusive_group="nvidia-kernel-module",
+        )
+        for name, what in (("nvidia-kernel-dkms", "proprietary"), ("nvidia-kernel-open-dkms", "open"))
+    ]
 
 
 # NVIDIA's rpm driver packages carry epoch 3 and this dependency shape (nvidia-driver.spec in
