@@ -69,7 +69,7 @@ def bootstrap(
     """
     if not inventory.strip():  # Path("") would be ".": Ansible would run the directory's executables
         raise BadInput("the inventory path is empty; give the path of an INI or YAML inventory")
-    from gpuprov.bootstrap.arguments import Options
+    from gpuprov.ansible.arguments import Options
     from gpuprov.bootstrap.core import run  # Ansible and paramiko: only once there is work to do
 
     if verbose:

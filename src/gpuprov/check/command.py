@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from gpuprov import console
-from gpuprov.bootstrap.arguments import parse_extra_vars
+from gpuprov.ansible.arguments import parse_extra_vars
 from gpuprov.check import options
 from gpuprov.errors import BadInput
 
