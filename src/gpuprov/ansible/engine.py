@@ -1,8 +1,8 @@
 """Run a playbook for a verb: `run_playbook(verb, playbook, options, checks=...)`.
 
 Order matters: input (extra vars, strategy, inventory, limit, the playbook) is checked before anything else
-and leaves no trace when refused; then a run directory opens and the verb's own checks run (bootstrap's
-preflight reaches every host over SSH); only when they pass does Ansible start. Every run that got a run
+and leaves no trace when refused; then a run directory opens and the verb's own checks run (a preflight
+that reaches every host over SSH, say); only when they pass does Ansible start. Every run that got a run
 directory leaves its full log, runner's artifacts and summary.json, which names the verb.
 """
 

@@ -6,17 +6,15 @@ ansible-runner is replaced by a stand-in that feeds the tracker a few events, so
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from gpuprov.ansible import engine, runner, runs
+from gpuprov.ansible import engine, runs
 from gpuprov.ansible.arguments import Options
 from gpuprov.errors import EnvironmentProblem, ExitCode, GpuprovError
-
-Events = list[tuple[str, dict[str, Any]]]
+from tests.unit.ansible import runner_stand_in
+from tests.unit.ansible.runner_stand_in import Events
 
 
 @pytest.fixture
@@ -39,24 +37,6 @@ def playbook(tmp_path: Path) -> Path:
     return path
 
 
-def fake_runner(monkeypatch: pytest.MonkeyPatch, events: Events, rc: int = 0) -> list[Mapping[str, Any]]:
-    """runner.execute replaced: it builds runner's arguments, feeds `events` and ends with `rc`."""
-    seen: list[Mapping[str, Any]] = []
-
-    def execute(
-        build_kwargs: Callable[[Path], Mapping[str, Any]],
-        handler: Callable[[Mapping[str, Any]], bool],
-        log: Callable[[str], None],
-    ) -> runner.Outcome:
-        seen.append(build_kwargs(Path("/tmp/pdd")))
-        for kind, data in events:
-            handler({"event": kind, "event_data": data})
-        return runner.Outcome(rc=rc, status="successful" if rc == 0 else "failed", canceled=False)
-
-    monkeypatch.setattr(runner, "execute", execute)
-    return seen
-
-
 def ok_events(*hosts: str) -> Events:
     return [
         ("playbook_on_play_start", {"play": "Upgrade"}),
@@ -75,7 +55,7 @@ def test_a_verb_runs_its_playbook_and_its_record_names_it(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    seen = fake_runner(monkeypatch, ok_events("node1", "node2"))
+    seen = runner_stand_in.install(monkeypatch, ok_events("node1", "node2"))
     summary = engine.run_playbook("upgrade", playbook, options)
     (kwargs,) = seen
     assert (kwargs["project_dir"], kwargs["playbook"]) == (str(playbook.parent), "upgrade.yml")
@@ -99,7 +79,7 @@ def test_a_failed_host_fails_the_run_in_the_verbs_words(
         ("runner_on_ok", {"host": "node1", "task": "Upgrade the driver", "res": {}}),
         ("runner_on_failed", {"host": "node2", "task": "Upgrade the driver", "res": {"msg": "no package"}}),
     ]
-    fake_runner(monkeypatch, events, rc=2)
+    runner_stand_in.install(monkeypatch, events, rc=2)
     with pytest.raises(GpuprovError) as raised:
         engine.run_playbook("upgrade", playbook, options)
     assert raised.value.exit_code == ExitCode.HOSTS_FAILED
@@ -116,7 +96,7 @@ def test_a_failed_host_fails_the_run_in_the_verbs_words(
 def test_the_verbs_checks_run_first_and_can_stop_the_run(
     state: Path, options: Options, playbook: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen = fake_runner(monkeypatch, ok_events("node1", "node2"))
+    seen = runner_stand_in.install(monkeypatch, ok_events("node1", "node2"))
 
     def checks(run: engine.Run) -> None:
         assert (run.verb, run.inventory.names, run.extravars) == ("upgrade", ["node1", "node2"], {"a": "1"})
@@ -137,7 +117,7 @@ def test_the_verbs_checks_run_first_and_can_stop_the_run(
 def test_bad_input_is_refused_before_a_run_directory(
     state: Path, options: Options, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen = fake_runner(monkeypatch, [])
+    seen = runner_stand_in.install(monkeypatch, [])
     with pytest.raises(EnvironmentProblem, match=r"missing\.yml is missing"):
         engine.run_playbook("upgrade", tmp_path / "missing.yml", options)
     with pytest.raises(GpuprovError, match="give KEY=VALUE"):

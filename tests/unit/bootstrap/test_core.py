@@ -5,17 +5,18 @@ preflight.run and ansible-runner are replaced by stand-ins, so these tests reach
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpuprov import hosts
-from gpuprov.ansible import runner, runs
+from gpuprov.ansible import runs
 from gpuprov.ansible.arguments import Options
 from gpuprov.bootstrap import core, preflight
 from gpuprov.errors import ExitCode, GpuprovError
+from tests.unit.ansible import runner_stand_in
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Options:
 
 
 def stand_ins(monkeypatch: pytest.MonkeyPatch, problems: dict[str, str]) -> list[Mapping[str, Any]]:
-    """preflight.run finds `problems` (host -> message); runner.execute records its arguments, all ok."""
+    """preflight.run finds `problems` (host -> message); Ansible (a stand-in) finds every host ok."""
 
     def check(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> Any:
         reports = [
@@ -40,21 +41,9 @@ def stand_ins(monkeypatch: pytest.MonkeyPatch, problems: dict[str, str]) -> list
         ]
         return reports, []
 
-    seen: list[Mapping[str, Any]] = []
-
-    def execute(
-        build_kwargs: Callable[[Path], Mapping[str, Any]],
-        handler: Callable[[Mapping[str, Any]], bool],
-        log: Callable[[str], None],
-    ) -> runner.Outcome:
-        seen.append(build_kwargs(Path("/tmp/pdd")))
-        for name in ("node1", "node2"):
-            handler({"event": "runner_on_ok", "event_data": {"host": name, "task": "t", "res": {}}})
-        return runner.Outcome(rc=0, status="successful", canceled=False)
-
     monkeypatch.setattr(preflight, "run", check)
-    monkeypatch.setattr(runner, "execute", execute)
-    return seen
+    ok = [("runner_on_ok", {"host": name, "task": "t", "res": {}}) for name in ("node1", "node2")]
+    return runner_stand_in.install(monkeypatch, ok)
 
 
 def test_bootstrap_applies_site_yml_after_its_preflight(
