@@ -73,7 +73,7 @@ def bootstrap(
     gpu_nodes group (all hosts if it has none). Every host is checked first (SSH with host key checking,
     sudo, OS, the compatibility lock); nothing is applied unless all pass.
     """
-    from gpuprov.bootstrap.arguments import Options
+    from gpuprov.ansible.arguments import Options
     from gpuprov.bootstrap.core import run  # Ansible and paramiko: only once there is work to do
 
     if verbose:
@@ -87,7 +87,7 @@ def bootstrap(
         check=check,
         diff=diff,
         forks=forks,
-        json_output=given.json,
+        json=given.json,
         strategy=strategy,
         verbosity=max(0, verbose - 1),
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuprov import cli_options, console, host_options
-from gpuprov.bootstrap.arguments import parse_extra_vars
+from gpuprov.ansible.arguments import parse_extra_vars
 from gpuprov.check import host_checks
 from gpuprov.errors import BadInput
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuprov import paths
-from gpuprov.bootstrap import runs
+from gpuprov.ansible import runs
 
 RESULTS = "results.json"
 

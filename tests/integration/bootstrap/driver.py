@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from gpuprov import cli
-from gpuprov.bootstrap import arguments
+from gpuprov.bootstrap import core
 
-arguments.PLAYBOOKS["bootstrap"] = str(Path(sys.argv[1]).resolve())
+core.PLAYBOOK = str(Path(sys.argv[1]).resolve())
 cli.main(sys.argv[2:])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuprov.bootstrap import arguments
+from gpuprov.ansible import arguments
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent

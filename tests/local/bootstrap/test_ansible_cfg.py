@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from gpuprov.bootstrap import arguments
-from gpuprov.bootstrap.arguments import Options
+from gpuprov.ansible import arguments
+from gpuprov.ansible.arguments import Options
 
 ROOT = Path(__file__).resolve().parents[3]
 ANSIBLE_CFG = ROOT / "ansible.cfg"
@@ -74,6 +74,7 @@ def from_gpuprov(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     empty.write_text("")
     kwargs = arguments.runner_kwargs(
         Options(inventory=tmp / "inventory.ini"),
+        playbook=arguments.playbook_path("site.yml"),
         extravars={},
         host_count=arguments.MAX_FORKS,
         private_data_dir=tmp / "pdd",

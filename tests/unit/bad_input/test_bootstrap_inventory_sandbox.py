@@ -149,15 +149,15 @@ def test_lock_value_that_is_not_a_version_is_not_echoed(value: str) -> None:
 
 
 def test_playbook_check_never_echoes_a_looked_up_lock_value(tmp_path: Path) -> None:
-    """playbooks/check.yml (plain ansible-playbook): Ansible resolves the lookup, the check refuses what it
-    got without printing it."""
+    """playbooks/validate_inventory_and_lock.yml (plain ansible-playbook): Ansible resolves the lookup, the
+    check refuses what it got without printing it."""
     secret_file = tmp_path / "secret"
     secret_file.write_text(SECRET + "\n")
     path = inventory(tmp_path / "inv")
     (tmp_path / "inv" / "group_vars" / "all" / "gpu_stack.yml").write_text(
         _lock_with("cuda_version", f"\"{{{{ lookup('file', '{secret_file}') }}}}\"")
     )
-    playbook = Path(__file__).resolve().parents[3] / "playbooks" / "check.yml"
+    playbook = Path(__file__).resolve().parents[3] / "playbooks" / "validate_inventory_and_lock.yml"
     env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "False"}
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(path), str(playbook)],

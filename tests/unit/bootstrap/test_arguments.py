@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gpuprov import resources
-from gpuprov.bootstrap import arguments
-from gpuprov.bootstrap.arguments import Options
+from gpuprov.ansible import arguments
+from gpuprov.ansible.arguments import Options
 from gpuprov.errors import BadInput
 
 
@@ -25,6 +25,7 @@ def build(
 ) -> dict[str, object]:
     return arguments.runner_kwargs(
         options,
+        playbook=arguments.playbook_path("site.yml"),
         extravars=extravars or {},
         host_count=host_count,
         private_data_dir=Path("/tmp/pdd"),

@@ -1,4 +1,5 @@
-"""The filter plugin of playbooks/check.yml calls gpuprov.lock: the same messages as `gpuprov bootstrap`."""
+"""The filter plugin of playbooks/validate_inventory_and_lock.yml calls gpuprov.lock: the same messages as
+`gpuprov bootstrap`."""
 
 from __future__ import annotations
 

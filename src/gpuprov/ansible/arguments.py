@@ -31,7 +31,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,6 @@ MITOGEN_STRATEGY = "mitogen_linear"
 # more than 10 s (a sandbox node reported "Connection timed out"). Plain SSH spends it on TCP alone.
 MITOGEN_CONNECT_TIMEOUT_S = 30
 
-PLAYBOOKS = {"bootstrap": "site.yml"}  # CLI verb -> playbook under playbooks/
 MAX_FORKS = 100
 FACT_CACHE_TIMEOUT_S = 600
 SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=120s -o ServerAliveInterval=15"
@@ -67,14 +66,14 @@ class Options:
     check: bool = False
     diff: bool = False
     forks: int | None = None
-    json_output: bool = False
+    json: bool = False
     verbosity: int = 0
     strategy: str = "linear"  # one of STRATEGIES
-    playbook: Path = field(default_factory=lambda: playbook_path("bootstrap"))
 
 
-def playbook_path(verb: str) -> Path:
-    return resources.data_dir("playbooks") / PLAYBOOKS[verb]
+def playbook_path(name: str) -> Path:
+    """A playbook shipped with gpuprov, by its file name under playbooks/ (an absolute path stays itself)."""
+    return resources.data_dir("playbooks") / name
 
 
 # ----- -e ----------------------------------------------------------------------------------------------
@@ -213,13 +212,14 @@ def envvars(strategy: str = "linear") -> dict[str, str]:
 def runner_kwargs(
     options: Options,
     *,
+    playbook: Path,
     extravars: Mapping[str, Any],
     host_count: int,
     private_data_dir: Path,
     artifact_dir: Path,
     ident: str,
 ) -> dict[str, Any]:
-    """The keyword arguments of ansible_runner.run() for this bootstrap."""
+    """The keyword arguments of ansible_runner.run() for this run of `playbook`."""
     cmdline = []
     if options.check:
         cmdline.append("--check")
@@ -227,8 +227,8 @@ def runner_kwargs(
         cmdline.append("--diff")
     kwargs: dict[str, Any] = {
         "private_data_dir": str(private_data_dir),
-        "project_dir": str(options.playbook.parent),
-        "playbook": options.playbook.name,
+        "project_dir": str(playbook.parent),
+        "playbook": playbook.name,
         "inventory": str(options.inventory.resolve()),
         "roles_path": [str(resources.data_dir("roles"))],
         "extravars": dict(extravars),

@@ -1,7 +1,9 @@
-"""Run directories: one per bootstrap under <state dir>/runs/<timestamp-id>/, the oldest rotated away.
+"""Run directories: one per run under <state dir>/runs/<timestamp-id>/, the oldest rotated away.
 
 A run directory holds ansible-runner's artifacts (stdout: the full Ansible log; job_events/: every event as
-JSON; command, rc, status), gpuprov's own log of the run (gpuprov.log) and summary.json.
+JSON; command, rc, status), gpuprov's own log of the run (gpuprov.log) and summary.json. Every verb's runs
+share the one folder; summary.json's "verb" says which verb made each (read_summary fills it in for records
+written before it was there).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from gpuprov import paths
 KEEP_RUNS = 20
 SUMMARY = "summary.json"
 LOG = "gpuprov.log"
+VERB = "verb"  # summary.json's key for the verb that made the run
 
 
 def runs_dir() -> Path:
@@ -54,6 +57,16 @@ class RunDir:
     def close(self) -> None:
         self._log.close()
         rotate(self.root, keep=KEEP_RUNS, current=self.id)
+
+
+def read_summary(path: Path, *, legacy_verb: str) -> dict[str, Any]:
+    """summary.json of the run directory `path`, "verb" always set. A record written before records named
+    their verb reads as `legacy_verb`: the caller knows which verb ran playbooks then."""
+    data = json.loads((path / SUMMARY).read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"{path / SUMMARY}: not a JSON object")
+    data.setdefault(VERB, legacy_verb)
+    return data
 
 
 def rotate(root: Path, keep: int, current: str) -> list[Path]:

@@ -51,7 +51,7 @@ def execute(
     """
     import ansible_runner
 
-    from gpuprov.bootstrap.arguments import describe
+    from gpuprov.ansible.arguments import describe
 
     private_data_dir = Path(tempfile.mkdtemp(prefix="gpuprov-runner-"))
     kwargs = build_kwargs(private_data_dir)

@@ -1,4 +1,4 @@
-"""How a bootstrap looks in the terminal: live progress, then tables. Output goes through gpuprov.console.
+"""How an Ansible run looks in the terminal: live progress, then tables. Output goes through gpuprov.console.
 
 On a terminal: a live table, one row per host (current task, ok/changed/failed counts). Without a terminal
 (CI logs) or with --quiet: plain lines, one per noteworthy result, so logs read top to bottom.
@@ -12,8 +12,7 @@ from typing import Any
 from rich.table import Table
 
 from gpuprov import console
-from gpuprov.bootstrap.events import HostState, Tracker, failure_message
-from gpuprov.bootstrap.preflight import HostReport, Problem
+from gpuprov.ansible.events import HostState, Tracker, failure_message
 
 _STYLE = {
     "ok": "green",
@@ -101,17 +100,6 @@ def listener(log: Callable[[str], None], plain: bool) -> Callable[[str, Mapping[
             console.detail(line)
 
     return listen
-
-
-def preflight_table(reports: list[HostReport], lock_problems: list[Problem]) -> None:
-    rows = []
-    for report in reports:
-        if not report.problems:
-            rows.append([report.host, "ok", report.os or "-"])
-        for problem in report.problems:
-            rows.append([report.host, problem.check, problem.message])
-    rows += [[p.host, p.check, p.message] for p in lock_problems]
-    console.table("Preflight: problems found, nothing was applied", ["host", "check", "result"], rows)
 
 
 def end_table(hosts: list[HostState], title: str) -> None:

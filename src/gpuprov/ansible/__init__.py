@@ -1,0 +1,11 @@
+"""The one Ansible engine: any verb runs a playbook of its own through `engine.run_playbook`.
+
+- arguments.py: the options dataclass, -e parsing, and every ansible-runner argument, built in one place.
+- runner.py: the one wrapper around ansible_runner.run (temp private data dir, Ctrl-C, events).
+- events.py / display.py: per-host progress from runner's events, live or as plain lines, and tables.
+- runs.py: run directories under the state dir, with summary.json (which names the verb of the run).
+- engine.py: the order of it all: input, run directory, the verb's own checks, the playbook, the verdict.
+
+Nothing is imported here: a verb's click command can import `gpuprov.ansible.arguments` without loading
+Ansible or ansible-runner.
+"""

@@ -1,0 +1,77 @@
+"""The bootstrap verb on the Ansible engine: site.yml, its preflight first, runs recorded as "bootstrap".
+
+preflight.run and ansible-runner are replaced by stand-ins, so these tests reach no host and run no Ansible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuprov import hosts
+from gpuprov.ansible import runs
+from gpuprov.ansible.arguments import Options
+from gpuprov.bootstrap import core, preflight
+from gpuprov.errors import ExitCode, GpuprovError
+from tests.unit.ansible import runner_stand_in
+
+
+@pytest.fixture
+def options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Options:
+    monkeypatch.setenv("GPUPROV_STATE_DIR", str(tmp_path / "state"))
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text("[gpu_nodes]\nnode1 ansible_host=192.0.2.10\nnode2 ansible_host=192.0.2.11\n")
+    return Options(inventory=inventory)
+
+
+def stand_ins(monkeypatch: pytest.MonkeyPatch, problems: dict[str, str]) -> list[Mapping[str, Any]]:
+    """preflight.run finds `problems` (host -> message); Ansible (a stand-in) finds every host ok."""
+
+    def check(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> Any:
+        reports = [
+            preflight.HostReport(
+                name,
+                "Debian GNU/Linux 12",
+                (preflight.Problem(name, "become", problems[name]),) if name in problems else (),
+            )
+            for name in inventory.names
+        ]
+        return reports, []
+
+    monkeypatch.setattr(preflight, "run", check)
+    ok = [("runner_on_ok", {"host": name, "task": "t", "res": {}}) for name in ("node1", "node2")]
+    return runner_stand_in.install(monkeypatch, ok)
+
+
+def test_bootstrap_applies_site_yml_after_its_preflight(
+    options: Options, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen = stand_ins(monkeypatch, {})
+    summary = core.run(options)
+    (kwargs,) = seen
+    assert kwargs["playbook"] == "site.yml"
+    assert summary["verb"] == "bootstrap" and summary["status"] == "ok"
+    assert summary["preflight"]["hosts"]["node1"] == {"os": "Debian GNU/Linux 12", "problems": []}
+    err = capsys.readouterr().err
+    assert (
+        err.index("Preflight ok on 2 host(s)")
+        < err.index("Applying site.yml")
+        < err.index("Bootstrap finished on 2 host(s)")
+    )
+
+
+def test_a_preflight_problem_stops_bootstrap_before_ansible(
+    options: Options, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = stand_ins(monkeypatch, {"node2": "sudo needs a password"})
+    with pytest.raises(GpuprovError) as raised:
+        core.run(options)
+    assert raised.value.exit_code == ExitCode.PREFLIGHT_FAILED
+    assert str(raised.value).endswith("sudo needs a password; nothing was applied to any host")
+    assert seen == []
+    (run_dir,) = runs.runs_dir().iterdir()
+    record = runs.read_summary(run_dir, legacy_verb="none")
+    assert (record["verb"], record["status"]) == ("bootstrap", "preflight_failed")
