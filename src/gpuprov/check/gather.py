@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import paramiko
-
 from gpuprov import hosts, hostsockets, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch.remote import python_command
@@ -38,7 +36,7 @@ class Gathered:
     data: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # why nothing could be gathered
     unreachable: bool = True  # the error is SSH's (else the host program's)
-    client: paramiko.SSHClient | None = None
+    client: ssh.Client | None = None
 
 
 def request(host: hosts.Host, sysctl_keys: list[str]) -> dict[str, Any]:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import secrets
 
-import paramiko
-
 from gpuprov import ssh
 from gpuprov.check import expected
 from gpuprov.check.gather import Gathered, probe_code, system_python
@@ -36,21 +34,21 @@ def _ranges(found: Gathered) -> str:
     )
 
 
-def _start_listener(found: Gathered, expected_peers: int) -> tuple[paramiko.Channel, int, int]:
+def _start_listener(found: Gathered, expected_peers: int) -> tuple[ssh.Channel, int, int]:
     assert found.client is not None
     first, last = expected.port_range(found.host.vars, "network_tuning_rendezvous_ports")
     args = (str(first), str(last), str(expected_peers), str(LISTEN_TIMEOUT_S))
     command = python_command(system_python(found.host), probe_code(), "listen", *args)
     try:
-        _, out, _ = found.client.exec_command(command, timeout=LISTEN_TIMEOUT_S + 10)
-        line = out.readline().split()
-    except (OSError, paramiko.SSHException, EOFError) as exc:
-        raise GpuprovError(f"cannot start the listener: {exc}") from None
+        channel = ssh.open_channel(found.client, command, read_timeout=LISTEN_TIMEOUT_S + 10)
+        line = channel.readline().decode(errors="replace").split()
+    except ssh.SessionLost as exc:
+        raise GpuprovError(f"cannot start the listener: {exc.cause}") from None
     if len(line) != 3 or line[0] != "ports":
         raise GpuprovError(
             f"no free port in {first}-{last}" if line[:1] == ["busy"] else "the listener did not start"
         )
-    return out.channel, int(line[1]), int(line[2])
+    return channel, int(line[1]), int(line[2])
 
 
 def check(found: list[Gathered]) -> list[Result]:

@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
-import paramiko
-
 from gpuprov import console, interrupts, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import jobs, preflight, push, stopping, stream
@@ -130,11 +128,11 @@ def _start_detached(the_plan: Plan, job: jobs.Job, deliveries: dict[str, push.De
         try:
             channel = delivery.start("start")
             channel.settimeout(60)
-            out = channel.makefile("rb").read().decode(errors="replace")
-            err = channel.makefile_stderr("rb").read().decode(errors="replace")
-            rc = channel.recv_exit_status()
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            return f"{check.host.name}: SSH failed while starting the job ({exc})"
+            out = channel.read().decode(errors="replace")
+            err = channel.read_stderr().decode(errors="replace")
+            rc = channel.exit_status()
+        except ssh.SessionLost as exc:
+            return f"{check.host.name}: SSH failed while starting the job ({exc.cause})"
         finally:
             delivery.channel.close()
         return None if rc == 0 else f"{check.host.name}: {ssh.Result(rc, out, err).last_line}"

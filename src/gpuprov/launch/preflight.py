@@ -22,8 +22,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import paramiko
-
 from gpuprov import hosts, hostsockets, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.launch import remote
@@ -61,7 +59,7 @@ class Problem:
 @dataclass
 class HostCheck:
     host: hosts.Host
-    client: paramiko.SSHClient | None = None
+    client: ssh.Client | None = None
     python: str = DEFAULT_PYTHON
     torch: str | None = None
     cuda: str | None = None
@@ -80,7 +78,7 @@ class Preflight:
     master_port: int
 
     @property
-    def clients(self) -> dict[str, paramiko.SSHClient]:
+    def clients(self) -> dict[str, ssh.Client]:
         return {c.host.name: c.client for c in self.checks if c.client is not None}
 
     def close(self) -> None:
@@ -205,13 +203,12 @@ def host_check_command(given_python: str | None, count_gpus: bool) -> str:
 class _Sections:
     """The host check's output, read section by section as it arrives on its channel."""
 
-    def __init__(self, channel: paramiko.Channel) -> None:
+    def __init__(self, channel: ssh.Channel) -> None:
         self.channel = channel
-        self._lines = channel.makefile("rb")
         self.other = []
 
     def _line(self) -> str | None:
-        raw = self._lines.readline()
+        raw = self.channel.readline()
         return raw.decode(errors="replace").rstrip("\n") if raw else None
 
     def section(self) -> tuple[str, str]:
@@ -238,7 +235,7 @@ class _Sections:
     def ask(self, command: str, answers: tuple[str, ...]) -> str | None:
         """Send probe.py check a command; its answer: the next line starting with one of answers."""
         if command:
-            self.channel.sendall(command.encode() + b"\n")
+            self.channel.send(command.encode() + b"\n")
         while (line := self.next_line()) is not None:
             if line.startswith("import "):
                 self.import_line = line
@@ -272,9 +269,10 @@ def _probe(check: HostCheck) -> None:
         if not _read_checks(check, answers, given is None):
             channel.close()
             return
-    except (TimeoutError, OSError, paramiko.SSHException) as exc:
+    except ssh.SessionLost as exc:
         channel.close()
-        raise GpuprovError(f"SSH failed during the checks ({type(exc).__name__}: {exc})") from None
+        cause = exc.cause
+        raise GpuprovError(f"SSH failed during the checks ({type(cause).__name__}: {cause})") from None
     except BaseException:
         channel.close()
         raise
@@ -366,7 +364,7 @@ def _finish_import(check: HostCheck) -> None:
         if answers.import_line is None:
             answers.ask("", ())  # to the end of its output: the import's line is kept on the way
         info = json.loads((answers.import_line or "").removeprefix("import "))
-    except (TimeoutError, paramiko.SSHException, OSError, ValueError):
+    except (ssh.SessionLost, ValueError):
         check.problems.append(
             Problem(
                 NOT_READY,
@@ -430,8 +428,10 @@ def _master_port_and_reach(
     listen = f"listen {first} {count} {len(workers)} {REACH_TIMEOUT_S + 2}"
     try:
         head = master.answers.ask(listen, ("port ", "busy")) or ""
-    except (TimeoutError, paramiko.SSHException, OSError) as exc:
-        return 0, [Problem(UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({exc})")]
+    except ssh.SessionLost as exc:
+        return 0, [
+            Problem(UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({exc.cause})")
+        ]
     if not head:
         return 0, [
             Problem(NOT_READY, f"{master.host.name}: the port check failed: {master.answers.last_other()}")
@@ -462,8 +462,8 @@ def _master_port_and_reach(
         command = f"connect {master_addr} {port} {tokens[check.host.name]} {REACH_TIMEOUT_S}"
         try:
             answer = check.answers.ask(command, ("ok", "error ")) or f"error {check.answers.last_other()}"
-        except (TimeoutError, paramiko.SSHException, OSError) as exc:
-            answer = f"error SSH failed ({exc})"
+        except ssh.SessionLost as exc:
+            answer = f"error SSH failed ({exc.cause})"
         if answer != "ok":
             with lock:
                 connect_errors[check.host.name] = answer.removeprefix("error ")
@@ -473,7 +473,7 @@ def _master_port_and_reach(
     try:
         while (line := master.answers.ask("", ("got ", "listened"))) not in (None, "listened"):
             received.add(line.split(" ", 1)[1])
-    except (TimeoutError, paramiko.SSHException, OSError):
+    except ssh.SessionLost:
         pass  # the hosts whose token did not arrive are named below
     problems = []
     for check in workers:
