@@ -12,7 +12,6 @@ found free), while a first `import torch` runs. The SSH connections stay open fo
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import secrets
@@ -20,9 +19,8 @@ import shlex
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from gpuprov import hosts, hostsockets, ssh
+from gpuprov import hosts, onhost, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.launch import remote
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Nproc
@@ -31,12 +29,10 @@ FACT_FILE = "/etc/ansible/facts.d/gpuprov_python_env.fact"
 DEFAULT_PYTHON = "/opt/gpuprov/envs/train/bin/python"
 REACH_TIMEOUT_S = 5.0
 IMPORT_TIMEOUT_S = 120.0
-PROBE_SOURCE = Path(__file__).with_name("probe.py")  # its programs for the hosts, stdlib only
 
 
-@functools.cache
 def _probe_code() -> str:
-    return hostsockets.program(PROBE_SOURCE)
+    return onhost.program("probe.py")  # its programs for the hosts, stdlib only
 
 
 def probe_command(python: str, *args: str) -> str:

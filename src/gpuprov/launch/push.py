@@ -19,7 +19,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuprov import ssh
+from gpuprov import onhost, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import remote
 
@@ -109,7 +109,6 @@ def collect(script: Path, workdir: Path | None, include_large: bool, max_file_mb
     return Payload(sorted(files.values(), key=lambda f: f.rel), script_rel, skipped, sorted(links))
 
 
-RECEIVE_SOURCE = Path(__file__).with_name("receive.py")  # the host's side, stdlib only
 ANSWER_TIMEOUT_S = 60.0  # for each answer of the host's receive.py (a big store listing, slow disks)
 
 
@@ -136,7 +135,7 @@ class Delivery:
 
 
 def receive_command(python: str, job_dir: str) -> str:
-    return remote.python_command(python, RECEIVE_SOURCE.read_text(), job_dir)
+    return remote.python_command(python, onhost.text("receive.py"), job_dir)
 
 
 def push(

@@ -17,7 +17,7 @@ from typing import IO
 
 from gpuprov import console, ssh
 from gpuprov.launch import jobs
-from gpuprov.launch.agent import EVENT_PREFIX
+from gpuprov.onhost.agent import EVENT_PREFIX
 
 COLORS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
 _RANK_RE = re.compile(r"^\[rank(\d+)\]:(.*)$")
