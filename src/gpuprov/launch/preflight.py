@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import shlex
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-from gpuprov import hosts, onhost, ssh
+from gpuprov import hosts, onhost, porttest, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.launch import remote
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Nproc
@@ -413,15 +412,11 @@ def _versions_agree(checks: list[HostCheck]) -> list[Problem]:
     return problems
 
 
-def _master_port_and_reach(
-    checks: list[HostCheck], master_addr: str, given_port: int | None
-) -> tuple[int, list[Problem]]:
-    """On the channels of the hosts' checks: the master listens, every other host connects to it."""
-    master = checks[0]
+def _master_listens(master: HostCheck, given_port: int | None, workers: int) -> tuple[int, list[Problem]]:
+    """The master's rendezvous port, listening for `workers` test connections (0 and why not)."""
     assert master.answers is not None
-    workers = [c for c in checks[1:] if c.answers is not None and c.torch is not None]
     first, count = (given_port, 1) if given_port else (DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH)
-    listen = f"listen {first} {count} {len(workers)} {REACH_TIMEOUT_S + 2}"
+    listen = f"listen {first} {count} {workers} {REACH_TIMEOUT_S + 2}"
     try:
         head = master.answers.ask(listen, ("port ", "busy")) or ""
     except ssh.SessionLost as exc:
@@ -432,37 +427,44 @@ def _master_port_and_reach(
         return 0, [
             Problem(NOT_READY, f"{master.host.name}: the port check failed: {master.answers.last_other()}")
         ]
-    if not head.startswith("port "):
-        if given_port:
-            return 0, [
-                Problem(
-                    INPUT,
-                    f"master port {given_port} is in use on {master.host.name}; choose another "
-                    "--master-port or leave it out to let gpuprov pick a free one",
-                )
-            ]
-        return 0, [
-            Problem(
-                NOT_READY,
-                f"no free port in {first}-{first + count - 1} on the master {master.host.name}; "
-                "give --master-port",
-            )
-        ]
-    port = int(head.split()[1])
-    tokens = {c.host.name: f"{c.host.name}-{secrets.token_hex(4)}" for c in workers}
-    connect_errors: dict[str, str] = {}
+    if head.startswith("port "):
+        return int(head.split()[1]), []
+    if given_port:
+        why = (
+            f"master port {given_port} is in use on {master.host.name}; choose another "
+            "--master-port or leave it out to let gpuprov pick a free one"
+        )
+        return 0, [Problem(INPUT, why)]
+    why = f"no free port in {first}-{first + count - 1} on the master {master.host.name}; give --master-port"
+    return 0, [Problem(NOT_READY, why)]
+
+
+def _master_port_and_reach(
+    checks: list[HostCheck], master_addr: str, given_port: int | None
+) -> tuple[int, list[Problem]]:
+    """On the channels of the hosts' checks: the master listens, every other host connects to it."""
+    master = checks[0]
+    assert master.answers is not None
+    workers = [c for c in checks[1:] if c.answers is not None and c.torch is not None]
+    port, problems = _master_listens(master, given_port, len(workers))
+    if problems:
+        return 0, problems
+    listening = {master.host.name: (master_addr, {"rendezvous": port})}
+    tried = porttest.probes([c.host.name for c in workers], listening)
+    by_source = {p.source: p for p in tried}
+    answers: dict[porttest.Probe, str] = {}
     lock = threading.Lock()
 
     def reach(check: HostCheck) -> None:
         assert check.answers is not None
-        command = f"connect {master_addr} {port} {tokens[check.host.name]} {REACH_TIMEOUT_S}"
+        probe = by_source[check.host.name]
+        command = f"connect {master_addr} {port} {probe.token} {REACH_TIMEOUT_S}"
         try:
             answer = check.answers.ask(command, ("ok", "error ")) or f"error {check.answers.last_other()}"
         except ssh.SessionLost as exc:
             answer = f"error SSH failed ({exc.cause})"
-        if answer != "ok":
-            with lock:
-                connect_errors[check.host.name] = answer.removeprefix("error ")
+        with lock:
+            answers[probe] = answer.removeprefix("error ")
 
     ssh.values(ssh.fan_out(workers, reach))
     received = set()
@@ -471,17 +473,11 @@ def _master_port_and_reach(
             received.add(line.split(" ", 1)[1])
     except ssh.SessionLost:
         pass  # the hosts whose token did not arrive are named below
-    problems = []
-    for check in workers:
-        name = check.host.name
-        if name in connect_errors or tokens[name] not in received:
-            why = connect_errors.get(name, "the master did not receive the test connection")
-            problems.append(
-                Problem(
-                    NOT_READY,
-                    f"{name} cannot reach the master {master.host.name} at {master_addr}:{port} ({why}); "
-                    f"check the address (ansible_host or gpuprov_master_addr of {master.host.name}) and "
-                    "firewalls",
-                )
-            )
-    return port, problems
+    return port, [
+        Problem(
+            NOT_READY,
+            f"{p.source} cannot reach the master {master.host.name} at {master_addr}:{port} ({why}); "
+            f"check the address (ansible_host or gpuprov_master_addr of {master.host.name}) and firewalls",
+        )
+        for p, why in porttest.failures(tried, answers, received).items()
+    ]
