@@ -21,7 +21,7 @@ from gpuprov.launch.options import LaunchOptions, Nproc
 
 from .options import BenchOptions
 
-# The marker node.py prints its result after (node.RESULT_MARKER; node.py needs torch, so not imported).
+# The marker node.py prints its result after (onhost.bench_node.RESULT_MARKER; it needs torch: not imported).
 RESULT_MARKER = "GPUPROV_BENCH_RESULT "
 # What a node needs beside torch: each host file under the name the program has in the job.
 PROGRAM = {"node.py": "bench_node.py", "models.py": "bench_models.py"}

@@ -273,6 +273,20 @@ def _probe(check: HostCheck) -> None:
         raise
 
 
+def _no_env(check: HostCheck, text: str, fact_rc: int | None) -> Problem:
+    """Why the env's python gave no answer (text: what it printed instead)."""
+    name = check.host.name
+    if "No such file" in text or "not found" in text:
+        where = FACT_FILE if fact_rc == 0 else f"no {FACT_FILE}"
+        return Problem(
+            NOT_READY,
+            f"{name}: no Python env at {check.python} ({where}); run `gpuprov bootstrap` on it "
+            "first (or set gpuprov_python for the host)",
+        )
+    last = (text.strip().splitlines() or ["no answer"])[-1].strip()
+    return Problem(NOT_READY, f"{name}: {check.python} failed: {last}")
+
+
 def _read_checks(check: HostCheck, answers: _Sections, count_gpus: bool) -> bool:
     """Read the host check's sections into check; True when its import is still running on the channel."""
     host = check.host
@@ -316,19 +330,7 @@ def _read_checks(check: HostCheck, answers: _Sections, count_gpus: bool) -> bool
             if first is not None:
                 output.append(first)
     if info is None:
-        text = "\n".join(output)
-        if "No such file" in text or "not found" in text:
-            where = FACT_FILE if fact_rc == 0 else f"no {FACT_FILE}"
-            check.problems.append(
-                Problem(
-                    NOT_READY,
-                    f"{host.name}: no Python env at {check.python} ({where}); run `gpuprov bootstrap` on it "
-                    "first (or set gpuprov_python for the host)",
-                )
-            )
-        else:
-            last = (text.strip().splitlines() or ["no answer"])[-1].strip()
-            check.problems.append(Problem(NOT_READY, f"{host.name}: {check.python} failed: {last}"))
+        check.problems.append(_no_env(check, "\n".join(output), fact_rc))
         return False
     if "error" in info:
         check.problems.append(
