@@ -287,6 +287,16 @@ def _no_env(check: HostCheck, text: str, fact_rc: int | None) -> Problem:
     return Problem(NOT_READY, f"{name}: {check.python} failed: {last}")
 
 
+def _look_again(check: HostCheck) -> _Sections:
+    """probe.py check on a channel of its own, with check.python."""
+    assert check.client is not None
+    command = probe_command(check.python, "check") + " 2>&1"
+    try:
+        return _Sections(ssh.open_channel(check.client, command, read_timeout=60))
+    except ssh.SessionLost as exc:  # not the reading's "SSH failed during the checks": its own message
+        raise GpuprovError(exc.message) from None
+
+
 def _read_checks(check: HostCheck, answers: _Sections, count_gpus: bool) -> bool:
     """Read the host check's sections into check; True when its import is still running on the channel."""
     host = check.host
@@ -314,10 +324,7 @@ def _read_checks(check: HostCheck, answers: _Sections, count_gpus: bool) -> bool
     first = answers.next_line()
     if used != check.python:  # the shell read the fact file differently: look again with the right one
         answers.channel.close()
-        assert check.client is not None
-        answers = _Sections(
-            ssh.open_channel(check.client, probe_command(check.python, "check") + " 2>&1", read_timeout=60)
-        )
+        answers = _look_again(check)
         first = answers.next_line()
     output = [first] if first is not None else []
     info = None
