@@ -334,9 +334,12 @@ class Channel:
         with _lost(_as_is):
             return self._stderr().read()
 
-    def exit_status(self) -> int:
-        """The command's exit status, once it has ended (waits at most the channel's timeout)."""
+    def exit_status(self, timeout: float | None = None) -> int:
+        """The command's exit status once it has ended; SessionLost (its cause a TimeoutError) when it has
+        not within timeout seconds (None: wait as long as the connection lives)."""
         with _lost(_as_is):
+            if timeout is not None and not self.raw.status_event.wait(timeout):
+                raise TimeoutError(f"no exit status within {timeout:g} s")
             return int(self.raw.recv_exit_status())
 
     def close(self) -> None:

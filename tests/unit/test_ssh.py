@@ -306,3 +306,16 @@ def test_only_ssh_imports_paramiko_and_only_when_it_connects() -> None:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_an_exit_status_that_does_not_come_in_time_is_session_lost() -> None:
+    class Running:
+        closed = False
+        status_event = threading.Event()  # never set: the command runs on
+
+        def recv_exit_status(self) -> int:
+            raise AssertionError("waited without a timeout")
+
+    with pytest.raises(ssh.SessionLost) as lost:
+        ssh.Channel(Running()).exit_status(timeout=0.05)
+    assert isinstance(lost.value.cause, TimeoutError) and lost.value.message == "no exit status within 0.05 s"
