@@ -6,7 +6,7 @@ torchvision's num_params, from each builder's weights metadata as its documentat
   https://pytorch.org/vision/stable/models/generated/torchvision.models.resnet50.html
 - vit_b_16 (ViT_B_16_Weights.IMAGENET1K_V1, num_params 86567656):
   https://pytorch.org/vision/stable/models/generated/torchvision.models.vit_b_16.html
-Both at 224 px with 1000 classes, the size gpuprov.bench.models builds for the comparison.
+Both at 224 px with 1000 classes, the size gpuprov.onhost.bench_models builds for the comparison.
 """
 
 from __future__ import annotations

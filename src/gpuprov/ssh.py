@@ -1,30 +1,44 @@
-"""SSH to the hosts of an inventory: connect, run a command, copy files, and do one thing on every host.
+"""THE one SSH layer: connect, run a command, work a channel, copy files, do one thing on every host.
+
+Everything gpuprov does over SSH (bootstrap preflight, launch, check, the sandbox) goes through here, and
+no other module imports paramiko. paramiko is imported lazily, on the first connect: `gpuprov --help`,
+input errors and the pure unit tests never load it.
 
 `connect()` opens a paramiko session with strict host key checking, always: a host whose key is not in
 its known_hosts file, or whose key changed, is refused with one line that shows the fingerprint and says
-how to accept it. `run()` runs a command and waits for it, with a timeout. `put()`, `put_bytes()` and
-`get()` copy files over SFTP. `fan_out()` calls a function for every host (or any item) in parallel, at
-most max_parallel at a time, each within its own timeout, and returns each one's result or error in
-input order. Everything gpuprov does over SSH (bootstrap preflight, launch, the sandbox) goes through here.
+how to accept it. `run()` runs a command and waits for it, with a timeout. `open_channel()` starts a
+command on a `Channel` of its own, for the caller to feed its stdin, stream its stdout and stderr line by
+line and read its exit status. `open_sftp()`, `put()`, `put_bytes()` and `get()` copy files over SFTP.
+`fan_out()` calls a function for every host (or any item) in parallel, at most max_parallel at a time,
+each within its own timeout, and returns each one's result or error in input order.
+
+Failures come back as gpuprov's own exceptions, never paramiko's or socket's: HostKeyProblem and
+Unreachable (no session), SessionLost (a command, a channel or a copy broke off or timed out; its
+`cause` keeps the original exception, its message that exception's text where callers print it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import posixpath
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, NoReturn, TypeVar
-
-import paramiko
+from typing import IO, TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from gpuprov.errors import BadInput, GpuprovError
 from gpuprov.hosts import Host
+
+if TYPE_CHECKING:  # paramiko loads on the first connect, not with this module
+    import paramiko
+
+    Client = paramiko.SSHClient
+    SFTP = paramiko.SFTPClient
 
 CONNECT_TIMEOUT_S = 10.0
 KEEPALIVE_S = 5  # notice a lost host within seconds, not at the TCP timeout
@@ -46,7 +60,7 @@ class Unreachable(GpuprovError):
 
 
 class SessionLost(GpuprovError):
-    """A command or a file copy on an open session failed: the connection broke or timed out."""
+    """A command, a channel or a file copy on an open session failed: the connection broke or timed out."""
 
     def __init__(self, message: str, cause: BaseException) -> None:
         super().__init__(message)
@@ -57,18 +71,47 @@ class TimedOut(GpuprovError):
     """fan_out: the call for one item did not finish within its timeout."""
 
 
+def _failures() -> tuple[type[BaseException], ...]:
+    """What paramiko and the socket under it raise when a session breaks or a read times out."""
+    import paramiko
+
+    # socket.timeout is an OSError (and, from Python 3.10, TimeoutError itself).
+    return (OSError, EOFError, paramiko.SSHException)
+
+
+@contextlib.contextmanager
+def _lost(describe: Callable[[BaseException], str]) -> Iterator[None]:
+    """Turn a broken session (paramiko's or socket's exceptions) into SessionLost(describe(exc))."""
+    try:
+        yield
+    except _failures() as exc:
+        raise SessionLost(describe(exc), exc) from None
+
+
+def _command_failed(exc: BaseException) -> str:
+    return f"SSH command failed ({type(exc).__name__}: {exc or 'connection lost'})"
+
+
+def _as_is(exc: BaseException) -> str:
+    return str(exc)
+
+
 # ----- connecting ---------------------------------------------------------------------------------------
 
 
-class _RecordingReject(paramiko.RejectPolicy):
+def _recording_reject() -> Any:
     """Strict host key checking that keeps the key it refused, so the error can show its fingerprint."""
+    import paramiko
 
-    def __init__(self) -> None:
-        self.refused: paramiko.PKey | None = None
+    class RecordingReject(paramiko.RejectPolicy):
+        def __init__(self) -> None:
+            self.refused: paramiko.PKey | None = None
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
-        self.refused = key
-        super().missing_host_key(client, hostname, key)
+        def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
+            self.refused = key
+            super().missing_host_key(client, hostname, key)
+
+    return RecordingReject()
 
 
 def known_hosts_name(host: Host) -> str:
@@ -76,11 +119,10 @@ def known_hosts_name(host: Host) -> str:
     return host.address if host.port == 22 else f"[{host.address}]:{host.port}"
 
 
-def connect(host: Host, timeout: float = CONNECT_TIMEOUT_S) -> paramiko.SSHClient:
-    """An SSH session to host, as host.user with host.key_file only, host key checked against known_hosts.
+def _new_client(host: Host) -> Client:
+    """A client that knows host's known_hosts file and refuses every other key; BadInput for bad files."""
+    import paramiko
 
-    Raises HostKeyProblem, Unreachable, or BadInput (a key file or known_hosts file that cannot be used).
-    """
     client = paramiko.SSHClient()
     if host.known_hosts.is_file():
         try:
@@ -89,13 +131,24 @@ def connect(host: Host, timeout: float = CONNECT_TIMEOUT_S) -> paramiko.SSHClien
             raise BadInput(
                 f"{host.name}: known_hosts file {host.known_hosts} cannot be read: {exc}"
             ) from None
-    policy = _RecordingReject()
-    client.set_missing_host_key_policy(policy)
     if host.key_file is not None and not host.key_file.is_file():
         raise BadInput(
             f"{host.name}: SSH key {host.key_file} (ansible_ssh_private_key_file) does not exist; "
             "fix the path"
         )
+    return client
+
+
+def connect(host: Host, timeout: float = CONNECT_TIMEOUT_S) -> Client:
+    """An SSH session to host, as host.user with host.key_file only, host key checked against known_hosts.
+
+    Raises HostKeyProblem, Unreachable, or BadInput (a key file or known_hosts file that cannot be used).
+    """
+    import paramiko
+
+    client = _new_client(host)
+    policy = _recording_reject()
+    client.set_missing_host_key_policy(policy)
     try:
         client.connect(
             host.address,
@@ -108,55 +161,56 @@ def connect(host: Host, timeout: float = CONNECT_TIMEOUT_S) -> paramiko.SSHClien
             banner_timeout=timeout,
             auth_timeout=timeout,
         )
-    except paramiko.BadHostKeyException as exc:
+    except (paramiko.SSHException, OSError, EOFError) as exc:
         client.close()
-        raise HostKeyProblem(
-            f"{host.label}: host key CHANGED: {host.known_hosts} has {exc.expected_key.get_name()} "
-            f"{exc.expected_key.fingerprint}, the server now offers {exc.key.get_name()} "
-            f"{exc.key.fingerprint}; "
-            "this may be an attack or a reinstalled host: verify the new key with its administrator, then "
-            f"run: ssh-keygen -R '{known_hosts_name(host)}' -f {host.known_hosts} and add the new key"
-        ) from None
-    except paramiko.AuthenticationException:
-        client.close()
-        key = str(host.key_file) if host.key_file else "the keys in ~/.ssh and the SSH agent"
-        raise Unreachable(
-            f"{host.label}: the server refused {key} for user {host.user}; "
-            "add the public key to the user's ~/.ssh/authorized_keys or fix ansible_user / the key"
-        ) from None
-    except paramiko.SSHException as exc:
-        client.close()
-        if policy.refused is not None:
-            offered = policy.refused
-            raise HostKeyProblem(
-                f"{host.label}: host key unknown: the server offers "
-                f"{offered.get_name()} {offered.fingerprint}, "
-                f"which is not in {host.known_hosts}; "
-                "if that fingerprint is the host's (ask its administrator), run: "
-                f"ssh-keyscan -p {host.port} -t {_keyscan_type(offered)} {host.address} >> {host.known_hosts}"
-            ) from None
-        if "protocol banner" in str(exc):
-            raise Unreachable(
-                f"{host.label}: something answers on port {host.port} but it is not an SSH server "
-                "(no SSH banner); check ansible_host and ansible_port"
-            ) from None
-        raise Unreachable(f"{host.label}: SSH failed: {exc}") from None
-    except (OSError, EOFError) as exc:
-        client.close()
-        if isinstance(exc, (socket.timeout, TimeoutError)):
-            reason = "timed out"
-        else:
-            reason = (getattr(exc, "strerror", None) or str(exc)) or type(exc).__name__
-        raise Unreachable(
-            f"{host.label}: cannot connect over SSH: {reason}; is the host up and sshd running?"
-        ) from None
+        raise _connect_error(exc, host, policy.refused) from None
     transport = client.get_transport()
     if transport is not None:
         transport.set_keepalive(KEEPALIVE_S)
     return client
 
 
-def _keyscan_type(key: paramiko.PKey) -> str:
+def _connect_error(exc: BaseException, host: Host, refused: Any) -> GpuprovError:
+    """connect's one-line error for what paramiko or the socket raised (refused: the unknown key offered)."""
+    import paramiko
+
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return HostKeyProblem(
+            f"{host.label}: host key CHANGED: {host.known_hosts} has {exc.expected_key.get_name()} "
+            f"{exc.expected_key.fingerprint}, the server now offers {exc.key.get_name()} "
+            f"{exc.key.fingerprint}; "
+            "this may be an attack or a reinstalled host: verify the new key with its administrator, then "
+            f"run: ssh-keygen -R '{known_hosts_name(host)}' -f {host.known_hosts} and add the new key"
+        )
+    if isinstance(exc, paramiko.AuthenticationException):
+        key = str(host.key_file) if host.key_file else "the keys in ~/.ssh and the SSH agent"
+        return Unreachable(
+            f"{host.label}: the server refused {key} for user {host.user}; "
+            "add the public key to the user's ~/.ssh/authorized_keys or fix ansible_user / the key"
+        )
+    if isinstance(exc, paramiko.SSHException):
+        if refused is not None:
+            return HostKeyProblem(
+                f"{host.label}: host key unknown: the server offers "
+                f"{refused.get_name()} {refused.fingerprint}, "
+                f"which is not in {host.known_hosts}; "
+                "if that fingerprint is the host's (ask its administrator), run: "
+                f"ssh-keyscan -p {host.port} -t {_keyscan_type(refused)} {host.address} >> {host.known_hosts}"
+            )
+        if "protocol banner" in str(exc):
+            return Unreachable(
+                f"{host.label}: something answers on port {host.port} but it is not an SSH server "
+                "(no SSH banner); check ansible_host and ansible_port"
+            )
+        return Unreachable(f"{host.label}: SSH failed: {exc}")
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        reason = "timed out"
+    else:
+        reason = (getattr(exc, "strerror", None) or str(exc)) or type(exc).__name__
+    return Unreachable(f"{host.label}: cannot connect over SSH: {reason}; is the host up and sshd running?")
+
+
+def _keyscan_type(key: Any) -> str:
     name = str(key.get_name())
     if name.startswith("ecdsa"):
         return "ecdsa"
@@ -186,15 +240,20 @@ class Result:
         return lines[-1].strip() if lines else f"exit status {self.rc}"
 
 
-def run(client: paramiko.SSHClient, command: str, timeout: float = 60, stdin: bytes | None = None) -> Result:
+def _transport(client: Client) -> Any:
+    transport = client.get_transport()
+    if transport is None or not transport.is_active():  # closed: paramiko would fail on None
+        raise EOFError("the connection is closed")
+    return transport
+
+
+def run(client: Client, command: str, timeout: float = 60, stdin: bytes | None = None) -> Result:
     """Run a shell command on the host and wait for it (timeout: seconds without output, then SessionLost).
 
     stdin, when given, is written to the command's standard input, which is then closed.
     """
-    try:
-        transport = client.get_transport()
-        if transport is None or not transport.is_active():  # closed: paramiko would fail on None
-            raise EOFError("the connection is closed")
+    with _lost(_command_failed):
+        _transport(client)
         channel_in, channel_out, channel_err = client.exec_command(command, timeout=timeout)
         if stdin is not None:
             channel_in.write(stdin)
@@ -203,67 +262,137 @@ def run(client: paramiko.SSHClient, command: str, timeout: float = 60, stdin: by
         out = channel_out.read().decode(errors="replace")
         err = channel_err.read().decode(errors="replace")
         rc = channel_out.channel.recv_exit_status()
-    except (TimeoutError, paramiko.SSHException, OSError, EOFError) as exc:
-        raise SessionLost(
-            f"SSH command failed ({type(exc).__name__}: {exc or 'connection lost'})", exc
-        ) from None
     return Result(rc, out, err)
 
 
+class Channel:
+    """A command running on an SSH channel of its own: its stdin, its stdout and stderr as lines, its end.
+
+    Every method raises SessionLost (the message: the original exception's text) when the connection
+    breaks or a read waits longer than the channel's timeout; nothing else of paramiko's leaks out.
+    raw is paramiko's Channel (or, in tests, anything with its surface).
+    """
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self._out: IO[bytes] | None = None
+        self._err: IO[bytes] | None = None
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.raw.closed)
+
+    def settimeout(self, seconds: float | None) -> None:
+        """Seconds a read may wait for data (None: as long as the connection lives)."""
+        self.raw.settimeout(seconds)
+
+    def send(self, data: bytes) -> None:
+        with _lost(_as_is):
+            self.raw.sendall(data)
+
+    def shutdown_write(self) -> None:
+        """End of the command's stdin."""
+        with _lost(_as_is):
+            self.raw.shutdown_write()
+
+    def _stdout(self) -> IO[bytes]:
+        if self._out is None:
+            self._out = self.raw.makefile("rb")
+        return self._out
+
+    def _stderr(self) -> IO[bytes]:
+        if self._err is None:
+            self._err = self.raw.makefile_stderr("rb")
+        return self._err
+
+    def readline(self) -> bytes:
+        """stdout's next line (b'' at its end)."""
+        with _lost(_as_is):
+            return self._stdout().readline()
+
+    def lines(self) -> Iterator[bytes]:
+        """stdout's lines as they arrive, to its end."""
+        while line := self.readline():
+            yield line
+
+    def stderr_lines(self) -> Iterator[bytes]:
+        """stderr's lines as they arrive, to its end."""
+        while True:
+            with _lost(_as_is):
+                line = self._stderr().readline()
+            if not line:
+                return
+            yield line
+
+    def read(self) -> bytes:
+        """The rest of stdout, to its end."""
+        with _lost(_as_is):
+            return self._stdout().read()
+
+    def read_stderr(self) -> bytes:
+        """The rest of stderr, to its end."""
+        with _lost(_as_is):
+            return self._stderr().read()
+
+    def exit_status(self, timeout: float | None = None) -> int:
+        """The command's exit status once it has ended; SessionLost (its cause a TimeoutError) when it has
+        not within timeout seconds (None: wait as long as the connection lives)."""
+        with _lost(_as_is):
+            if timeout is not None and not self.raw.status_event.wait(timeout):
+                raise TimeoutError(f"no exit status within {timeout:g} s")
+            return int(self.raw.recv_exit_status())
+
+    def close(self) -> None:
+        self.raw.close()
+
+
 def open_channel(
-    client: paramiko.SSHClient, command: str, *, read_timeout: float | None = None, open_timeout: float = 10
-) -> paramiko.Channel:
+    client: Client, command: str, *, read_timeout: float | None = None, open_timeout: float = 10
+) -> Channel:
     """Start a command on a channel of its own and return at once, for the caller to stream its stdin,
-    stdout and stderr (stdout by channel.makefile, stderr by makefile_stderr).
+    stdout and stderr.
 
     read_timeout: seconds a read may wait for data (None: as long as the connection lives; keepalives
     notice a lost host). Raises SessionLost when the connection is gone.
     """
-    try:
-        transport = client.get_transport()
-        if transport is None or not transport.is_active():
-            raise EOFError("the connection is closed")
-        channel = transport.open_session(timeout=open_timeout)
-        channel.settimeout(read_timeout)
-        channel.exec_command(command)
-    except (TimeoutError, paramiko.SSHException, OSError, EOFError) as exc:
-        raise SessionLost(
-            f"SSH command failed ({type(exc).__name__}: {exc or 'connection lost'})", exc
-        ) from None
-    return channel
+    with _lost(_command_failed):
+        raw = _transport(client).open_session(timeout=open_timeout)
+        raw.settimeout(read_timeout)
+        raw.exec_command(command)
+    return Channel(raw)
 
 
 # ----- files --------------------------------------------------------------------------------------------
 
 
-def put(sftp: paramiko.SFTPClient, local: Path, remote: str, mode: int = 0o600) -> None:
+def open_sftp(client: Client) -> SFTP:
+    """An SFTP session on the connection (SessionLost when it is gone)."""
+    with _lost(_command_failed):
+        _transport(client)
+        return client.open_sftp()
+
+
+def put(sftp: SFTP, local: Path, remote: str, mode: int = 0o600) -> None:
     """Copy a local file to remote (a path on the host); it appears there whole (copied beside, renamed)."""
     folder, name = posixpath.split(remote)
     tmp = posixpath.join(folder, f".{name}.{uuid.uuid4().hex[:8]}")
-    try:
+    with _lost(lambda exc: f"copying {local} to {remote} failed: {exc}"):
         sftp.put(str(local), tmp, confirm=True)
         sftp.chmod(tmp, mode)
         sftp.posix_rename(tmp, remote)
-    except (OSError, paramiko.SSHException, EOFError) as exc:
-        raise SessionLost(f"copying {local} to {remote} failed: {exc}", exc) from None
 
 
-def put_bytes(sftp: paramiko.SFTPClient, data: bytes, remote: str, mode: int = 0o600) -> None:
+def put_bytes(sftp: SFTP, data: bytes, remote: str, mode: int = 0o600) -> None:
     """Write data to remote (a path on the host), its mode set before any byte is written."""
-    try:
-        with sftp.open(remote, "wb") as f:
-            f.chmod(mode)
-            f.write(data)
-    except (OSError, paramiko.SSHException, EOFError) as exc:
-        raise SessionLost(f"writing {remote} failed: {exc}", exc) from None
+    with _lost(lambda exc: f"writing {remote} failed: {exc}"), sftp.open(remote, "wb") as f:
+        f.chmod(mode)
+        f.write(data)
 
 
-def get(sftp: paramiko.SFTPClient, remote: str, local: Path) -> None:
+def get(sftp: SFTP, remote: str, local: Path) -> None:
     """Copy the remote file to local."""
-    try:
+    with _lost(lambda exc: f"copying {remote} to {local} failed: {exc}"):
         sftp.get(remote, str(local))
-    except (OSError, paramiko.SSHException, EOFError) as exc:
-        raise SessionLost(f"copying {remote} to {local} failed: {exc}", exc) from None
 
 
 # ----- every host at once -------------------------------------------------------------------------------
@@ -284,6 +413,50 @@ class Outcome(Generic[ItemT, ValueT]):
         return self.value  # type: ignore[return-value]  # None only when ValueT admits it (no error)
 
 
+class _Calls(Generic[ItemT, ValueT]):
+    """fan_out's bookkeeping: which calls run, their deadlines, and the outcomes so far."""
+
+    def __init__(self, items: Sequence[ItemT], fn: Callable[[ItemT], ValueT], timeout: float | None) -> None:
+        self.items, self.fn, self.timeout = items, fn, timeout
+        self.results: list[Outcome[ItemT, ValueT] | None] = [None] * len(items)
+        self.changed = threading.Condition()
+        self.deadlines: dict[int, float] = {}  # index -> monotonic deadline, for the calls running now
+        self.running: set[int] = set()
+
+    def start(self, index: int) -> None:
+        self.running.add(index)
+        if self.timeout is not None:
+            self.deadlines[index] = time.monotonic() + self.timeout
+        threading.Thread(target=self._call, args=(index,), daemon=True, name=f"fan-out-{index}").start()
+
+    def _call(self, index: int) -> None:
+        item = self.items[index]
+        try:
+            outcome: Outcome[ItemT, ValueT] = Outcome(item, value=self.fn(item))
+        except BaseException as exc:  # a KeyboardInterrupt from interrupts.check() too: the caller raises it
+            outcome = Outcome(item, error=exc)
+        with self.changed:
+            if index in self.running:  # not given up on by a timeout
+                self.running.discard(index)
+                self.results[index] = outcome
+                self.changed.notify_all()
+
+    def _give_up_late(self, now: float) -> None:
+        for index in [i for i in self.running if self.deadlines.get(i, now + 1) <= now]:
+            self.running.discard(index)
+            self.results[index] = Outcome(
+                self.items[index], error=TimedOut(f"no result within {self.timeout:g} s")
+            )
+
+    def wait_for_change(self) -> None:
+        now = time.monotonic()
+        self._give_up_late(now)
+        waits = [self.deadlines[i] - now for i in self.running if i in self.deadlines]
+        if self.running:
+            self.changed.wait(timeout=max(0.0, min(waits)) if waits else None)
+            self._give_up_late(time.monotonic())
+
+
 def fan_out(
     items: Sequence[ItemT],
     fn: Callable[[ItemT], ValueT],
@@ -301,56 +474,25 @@ def fan_out(
     """
     if max_parallel < 1:
         raise ValueError(f"max_parallel must be at least 1, not {max_parallel}")
-    results: list[Outcome[ItemT, ValueT] | None] = [None] * len(items)
-    changed = threading.Condition()
-    deadlines: dict[int, float] = {}  # index -> monotonic deadline, for the calls running now
-    running: set[int] = set()
-
-    def call(index: int) -> None:
-        try:
-            outcome: Outcome[ItemT, ValueT] = Outcome(items[index], value=fn(items[index]))
-        except BaseException as exc:  # a KeyboardInterrupt from interrupts.check() too: the caller raises it
-            outcome = Outcome(items[index], error=exc)
-        with changed:
-            if index in running:  # not given up on by a timeout
-                running.discard(index)
-                results[index] = outcome
-                changed.notify_all()
-
-    def give_up_late(now: float) -> None:
-        for index in [i for i in running if deadlines.get(i, now + 1) <= now]:
-            running.discard(index)
-            results[index] = Outcome(items[index], error=TimedOut(f"no result within {timeout:g} s"))
-
-    def wait_for_change() -> None:
-        now = time.monotonic()
-        give_up_late(now)
-        waits = [deadlines[i] - now for i in running if i in deadlines]
-        if running:
-            changed.wait(timeout=max(0.0, min(waits)) if waits else None)
-            give_up_late(time.monotonic())
-
+    calls = _Calls(items, fn, timeout)
     next_index = 0
     interrupted: BaseException | None = None
-    with changed:
-        while next_index < len(items) or running:
+    with calls.changed:
+        while next_index < len(items) or calls.running:
             try:
-                while interrupted is None and next_index < len(items) and len(running) < max_parallel:
-                    index, next_index = next_index, next_index + 1
-                    running.add(index)
-                    if timeout is not None:
-                        deadlines[index] = time.monotonic() + timeout
-                    threading.Thread(target=call, args=(index,), daemon=True, name=f"fan-out-{index}").start()
-                if interrupted is not None and not running:
+                while interrupted is None and next_index < len(items) and len(calls.running) < max_parallel:
+                    calls.start(next_index)
+                    next_index += 1
+                if interrupted is not None and not calls.running:
                     break
-                wait_for_change()
+                calls.wait_for_change()
             except KeyboardInterrupt as exc:
                 if interrupted is not None:
                     raise  # a second Ctrl-C: stop waiting
                 interrupted = exc
     if interrupted is not None:
         raise interrupted
-    done = [outcome for outcome in results if outcome is not None]
+    done = [outcome for outcome in calls.results if outcome is not None]
     assert len(done) == len(items)
     return done
 

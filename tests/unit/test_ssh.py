@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -158,3 +162,160 @@ def test_run_on_a_closed_session_is_session_lost() -> None:
         ssh.run(client, "true")
     assert lost.value.message == "SSH command failed (EOFError: the connection is closed)"
     assert isinstance(lost.value.cause, EOFError)
+
+
+def _serve_once(reply: bytes) -> tuple[socket.socket, int]:
+    """A local listener that answers its first connection with reply, then closes it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.sendall(reply)
+
+    threading.Thread(target=answer, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def test_connect_to_a_server_that_is_not_sshd_is_unreachable(tmp_path: Path) -> None:
+    server, port = _serve_once(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    with server, pytest.raises(ssh.Unreachable) as refused:
+        ssh.connect(local_host(port, tmp_path), timeout=5)
+    assert refused.value.message == (
+        f"node1 (127.0.0.1:{port}): something answers on port {port} but it is not an SSH server "
+        "(no SSH banner); check ansible_host and ansible_port"
+    )
+
+
+def test_open_channel_on_a_closed_session_is_session_lost() -> None:
+    with pytest.raises(ssh.SessionLost) as lost:
+        ssh.open_channel(paramiko.SSHClient(), "true")
+    assert lost.value.message == "SSH command failed (EOFError: the connection is closed)"
+    with pytest.raises(ssh.SessionLost, match="EOFError: the connection is closed"):
+        ssh.open_sftp(paramiko.SSHClient())
+
+
+class BrokenChannel:
+    """paramiko's Channel surface, every call failing as a broken session makes it fail."""
+
+    closed = False
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def _fail(self, *args: object) -> None:
+        raise self.error
+
+    sendall = shutdown_write = recv_exit_status = makefile = makefile_stderr = _fail
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        paramiko.SSHException("Channel closed."),
+        TimeoutError("timed out"),
+        EOFError(),
+        OSError("Socket is closed"),
+    ],
+    ids=["paramiko", "read-timeout", "eof", "socket"],
+)
+def test_every_channel_failure_is_session_lost_with_its_cause(error: BaseException) -> None:
+    channel = ssh.Channel(BrokenChannel(error))
+    calls = [
+        lambda: channel.send(b"x"),
+        channel.shutdown_write,
+        channel.readline,
+        channel.read,
+        channel.read_stderr,
+        channel.exit_status,
+        lambda: list(channel.lines()),
+        lambda: list(channel.stderr_lines()),
+    ]
+    for call in calls:
+        with pytest.raises(ssh.SessionLost) as lost:
+            call()
+        assert lost.value.cause is error
+        assert lost.value.message == str(error)  # callers print the cause's own text, as before
+
+
+def test_a_channel_streams_lines_and_its_exit_status() -> None:
+    class Raw:
+        closed = False
+
+        def __init__(self) -> None:
+            self.sent = b""
+
+        def makefile(self, mode: str) -> io.BytesIO:
+            return io.BytesIO(b"one\ntwo\n")
+
+        def makefile_stderr(self, mode: str) -> io.BytesIO:
+            return io.BytesIO(b"@gpuprov exit 0\n")
+
+        def sendall(self, data: bytes) -> None:
+            self.sent += data
+
+        def recv_exit_status(self) -> int:
+            return 3
+
+    raw = Raw()
+    channel = ssh.Channel(raw)
+    channel.send(b"go\n")
+    assert raw.sent == b"go\n"
+    assert list(channel.lines()) == [b"one\n", b"two\n"]
+    assert channel.readline() == b""
+    assert list(channel.stderr_lines()) == [b"@gpuprov exit 0\n"]
+    assert channel.exit_status() == 3
+
+
+def test_a_file_copy_on_a_broken_session_is_session_lost(tmp_path: Path) -> None:
+    class BrokenSFTP:
+        def put(self, *args: object, **kwargs: object) -> None:
+            raise EOFError("lost")
+
+        def open(self, *args: object) -> None:
+            raise paramiko.SSHException("Server connection dropped: ")
+
+        get = put
+
+    with pytest.raises(ssh.SessionLost, match=r"^copying .*/a to /r failed: lost$"):
+        ssh.put(BrokenSFTP(), tmp_path / "a", "/r")  # type: ignore[arg-type]
+    with pytest.raises(ssh.SessionLost, match=r"^writing /r failed: Server connection dropped"):
+        ssh.put_bytes(BrokenSFTP(), b"x", "/r")  # type: ignore[arg-type]
+    with pytest.raises(ssh.SessionLost, match=r"^copying /r to .*/a failed: lost$"):
+        ssh.get(BrokenSFTP(), "/r", tmp_path / "a")  # type: ignore[arg-type]
+
+
+def test_only_ssh_imports_paramiko_and_only_when_it_connects() -> None:
+    """Every module but ssh.py names paramiko nowhere; importing the modules that reach hosts loads none of
+    it (the first connect does)."""
+    src = Path(ssh.__file__).parent
+    naming = sorted(
+        str(p.relative_to(src))
+        for p in src.rglob("*.py")
+        if p.name != "ssh.py" and re.search(r"^\s*(import|from) paramiko", p.read_text(), re.MULTILINE)
+    )
+    assert naming == []
+    script = (
+        "import sys\n"
+        "import gpuprov.ssh, gpuprov.launch.flow, gpuprov.launch.control, gpuprov.check.ports\n"
+        "import gpuprov.check.gather, gpuprov.bootstrap.preflight\n"
+        "print(sorted(m for m in sys.modules if m.startswith('paramiko')))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_an_exit_status_that_does_not_come_in_time_is_session_lost() -> None:
+    class Running:
+        closed = False
+        status_event = threading.Event()  # never set: the command runs on
+
+        def recv_exit_status(self) -> int:
+            raise AssertionError("waited without a timeout")
+
+    with pytest.raises(ssh.SessionLost) as lost:
+        ssh.Channel(Running()).exit_status(timeout=0.05)
+    assert isinstance(lost.value.cause, TimeoutError) and lost.value.message == "no exit status within 0.05 s"

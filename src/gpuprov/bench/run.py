@@ -14,16 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuprov import console, hosts
+from gpuprov import console, hosts, onhost
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import flow, jobs, selection
 from gpuprov.launch.options import LaunchOptions, Nproc
 
 from .options import BenchOptions
 
-# The marker node.py prints its result after (node.RESULT_MARKER; node.py needs torch, so not imported).
+# The marker node.py prints its result after (onhost.bench_node.RESULT_MARKER; it needs torch: not imported).
 RESULT_MARKER = "GPUPROV_BENCH_RESULT "
-PROGRAM = ("node.py", "models.py")  # what a node needs beside torch
+# What a node needs beside torch: each host file under the name the program has in the job.
+PROGRAM = {"node.py": "bench_node.py", "models.py": "bench_models.py"}
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,8 @@ def select_hosts(opts: BenchOptions) -> tuple[Path, list[hosts.Host]]:
 
 def stage_program(into: Path) -> Path:
     """Copy the on-node program into a directory to push as the job's --workdir; return node.py's path."""
-    here = Path(__file__).parent
-    for name in PROGRAM:
-        shutil.copyfile(here / name, into / name)
+    for name, source in PROGRAM.items():
+        shutil.copyfile(onhost.path(source), into / name)
     return into / "node.py"
 
 

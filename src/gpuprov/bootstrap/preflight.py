@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-import paramiko
-
 from gpuprov import hosts, platforms, ssh
 from gpuprov.errors import BadInput, ExitCode
 
@@ -161,7 +159,7 @@ def check_os(os_release: str) -> tuple[str, str | None]:
     return shown, None
 
 
-def check_become(client: paramiko.SSHClient, host: hosts.Host, extravars: Mapping[str, Any]) -> str | None:
+def check_become(client: ssh.Client, host: hosts.Host, extravars: Mapping[str, Any]) -> str | None:
     """None when the host's become (sudo) works, else what is wrong."""
     method = str(extravars.get("ansible_become_method") or host.become_method)
     if method != "sudo":

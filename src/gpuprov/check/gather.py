@@ -6,25 +6,19 @@ times out, comes back with `error` set: every check of that host then could not 
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import paramiko
-
-from gpuprov import hosts, hostsockets, ssh
+from gpuprov import hosts, onhost, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch.remote import python_command
 
-PROBE_SOURCE = Path(__file__).with_name("hostprobe.py")
 PROBE_TIMEOUT_S = 150.0  # the env's `import torch` may take a minute on a cold disk
 
 
-@functools.cache
 def probe_code() -> str:
-    return hostsockets.program(PROBE_SOURCE)
+    return onhost.program("hostprobe.py")
 
 
 def system_python(host: hosts.Host) -> str:
@@ -38,7 +32,7 @@ class Gathered:
     data: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # why nothing could be gathered
     unreachable: bool = True  # the error is SSH's (else the host program's)
-    client: paramiko.SSHClient | None = None
+    client: ssh.Client | None = None
 
 
 def request(host: hosts.Host, sysctl_keys: list[str]) -> dict[str, Any]:
@@ -48,6 +42,8 @@ def request(host: hosts.Host, sysctl_keys: list[str]) -> dict[str, Any]:
         "sysctl_keys": sysctl_keys,
         "nccl_conf": v.get("network_tuning_nccl_conf_file") or "/etc/nccl.conf",
         "cuda_home": v.get("cuda_home_link") or "/usr/local/cuda",
+        # hostprobe runs these with the env's python (`python -c`): their text goes with the request.
+        "programs": {name: onhost.text(f"{name}.py") for name in ("env_probe", "matmul_probe")},
     }
 
 

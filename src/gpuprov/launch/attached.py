@@ -11,8 +11,6 @@ import queue
 import time
 from collections.abc import Callable
 
-import paramiko
-
 from gpuprov import console, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import jobs, push, stopping, stream
@@ -23,7 +21,7 @@ class AttachedJob:
         self,
         job: jobs.Job,
         names: list[str],
-        clients: dict[str, paramiko.SSHClient],
+        clients: dict[str, ssh.Client],
         printer: stream.Printer,
         *,
         fail_fast: bool,
@@ -56,10 +54,10 @@ class AttachedJob:
         """Start the agent on the channel that pushed the job's files, and stream it (as open())."""
         return self._stream(name, lambda: delivery.start("attach"))
 
-    def _stream(self, name: str, channel: Callable[[], paramiko.Channel]) -> bool:
+    def _stream(self, name: str, channel: Callable[[], ssh.Channel]) -> bool:
         try:
             self.streams[name] = stream.HostStream(name, channel(), self.events)
-        except (GpuprovError, paramiko.SSHException, OSError) as exc:
+        except GpuprovError as exc:
             self.lost[name] = f"could not start: {exc}"
             self.first_failure = self.first_failure or name
             if self.fail_fast:

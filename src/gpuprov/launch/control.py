@@ -6,15 +6,13 @@ import contextlib
 import json
 import time
 
-import paramiko
-
 from gpuprov import console, hosts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.launch import jobs, remote, slurm, stopping, stream
 from gpuprov.launch.attached import AttachedJob
 
 
-def connect_all(job: jobs.Job) -> tuple[dict[str, paramiko.SSHClient], dict[str, str]]:
+def connect_all(job: jobs.Job) -> tuple[dict[str, ssh.Client], dict[str, str]]:
     """SSH connections to the job's hosts, and why each other host could not be reached.
 
     Input to fix (a key file that is not there, an unreadable known_hosts) raises BadInput instead.
@@ -26,7 +24,7 @@ def connect_all(job: jobs.Job) -> tuple[dict[str, paramiko.SSHClient], dict[str,
         key_setting=f"ansible_ssh_private_key_file when job {job.id} was launched",
     )
 
-    def one(h: jobs.JobHost) -> tuple[str, paramiko.SSHClient | None, GpuprovError | None]:
+    def one(h: jobs.JobHost) -> tuple[str, ssh.Client | None, GpuprovError | None]:
         try:
             return h.name, ssh.connect(h.to_host()), None
         except GpuprovError as exc:

@@ -12,20 +12,14 @@ import contextlib
 import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from types import FrameType
 
-import paramiko
-
-from gpuprov import console, interrupts, ssh
+from gpuprov import console, interrupts, onhost, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import jobs, preflight, push, stopping, stream
 from gpuprov.launch.attached import AttachedJob
 from gpuprov.launch.options import LaunchOptions
 from gpuprov.launch.plan import Plan, plan
-
-AGENT_SOURCE = Path(__file__).with_name("agent.py")
-TORCHRUN_SOURCE = Path(__file__).with_name("run_torchrun.py")  # what run.sh runs torchrun with
 
 
 def launch(opts: LaunchOptions) -> str:
@@ -89,8 +83,8 @@ def _record(the_plan: Plan, opts: LaunchOptions) -> jobs.Job:
 
 def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> dict[str, push.Delivery]:
     """Every host's files, each host's receive.py left waiting to start the job; none started yet."""
-    agent_code = AGENT_SOURCE.read_bytes()
-    torchrun_code = TORCHRUN_SOURCE.read_bytes()
+    agent_code = onhost.path("agent.py").read_bytes()
+    torchrun_code = onhost.path("run_torchrun.py").read_bytes()  # what run.sh runs torchrun with
     payload = the_plan.payload
     console.step(
         f"Pushing {len(payload.files)} file(s) ({payload.total_bytes / 1e6:.1f} MB) to ~/{job.remote_dir} "
@@ -130,11 +124,11 @@ def _start_detached(the_plan: Plan, job: jobs.Job, deliveries: dict[str, push.De
         try:
             channel = delivery.start("start")
             channel.settimeout(60)
-            out = channel.makefile("rb").read().decode(errors="replace")
-            err = channel.makefile_stderr("rb").read().decode(errors="replace")
-            rc = channel.recv_exit_status()
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            return f"{check.host.name}: SSH failed while starting the job ({exc})"
+            out = channel.read().decode(errors="replace")
+            err = channel.read_stderr().decode(errors="replace")
+            rc = channel.exit_status()
+        except ssh.SessionLost as exc:
+            return f"{check.host.name}: SSH failed while starting the job ({exc.cause})"
         finally:
             delivery.channel.close()
         return None if rc == 0 else f"{check.host.name}: {ssh.Result(rc, out, err).last_line}"

@@ -12,19 +12,14 @@ found free), while a first `import torch` runs. The SSH connections stay open fo
 
 from __future__ import annotations
 
-import functools
 import json
 import re
-import secrets
 import shlex
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import paramiko
-
-from gpuprov import hosts, hostsockets, ssh
+from gpuprov import hosts, onhost, porttest, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.launch import remote
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Nproc
@@ -33,12 +28,10 @@ FACT_FILE = "/etc/ansible/facts.d/gpuprov_python_env.fact"
 DEFAULT_PYTHON = "/opt/gpuprov/envs/train/bin/python"
 REACH_TIMEOUT_S = 5.0
 IMPORT_TIMEOUT_S = 120.0
-PROBE_SOURCE = Path(__file__).with_name("probe.py")  # its programs for the hosts, stdlib only
 
 
-@functools.cache
 def _probe_code() -> str:
-    return hostsockets.program(PROBE_SOURCE)
+    return onhost.program("probe.py")  # its programs for the hosts, stdlib only
 
 
 def probe_command(python: str, *args: str) -> str:
@@ -61,7 +54,7 @@ class Problem:
 @dataclass
 class HostCheck:
     host: hosts.Host
-    client: paramiko.SSHClient | None = None
+    client: ssh.Client | None = None
     python: str = DEFAULT_PYTHON
     torch: str | None = None
     cuda: str | None = None
@@ -80,7 +73,7 @@ class Preflight:
     master_port: int
 
     @property
-    def clients(self) -> dict[str, paramiko.SSHClient]:
+    def clients(self) -> dict[str, ssh.Client]:
         return {c.host.name: c.client for c in self.checks if c.client is not None}
 
     def close(self) -> None:
@@ -205,13 +198,12 @@ def host_check_command(given_python: str | None, count_gpus: bool) -> str:
 class _Sections:
     """The host check's output, read section by section as it arrives on its channel."""
 
-    def __init__(self, channel: paramiko.Channel) -> None:
+    def __init__(self, channel: ssh.Channel) -> None:
         self.channel = channel
-        self._lines = channel.makefile("rb")
         self.other = []
 
     def _line(self) -> str | None:
-        raw = self._lines.readline()
+        raw = self.channel.readline()
         return raw.decode(errors="replace").rstrip("\n") if raw else None
 
     def section(self) -> tuple[str, str]:
@@ -238,7 +230,7 @@ class _Sections:
     def ask(self, command: str, answers: tuple[str, ...]) -> str | None:
         """Send probe.py check a command; its answer: the next line starting with one of answers."""
         if command:
-            self.channel.sendall(command.encode() + b"\n")
+            self.channel.send(command.encode() + b"\n")
         while (line := self.next_line()) is not None:
             if line.startswith("import "):
                 self.import_line = line
@@ -272,12 +264,37 @@ def _probe(check: HostCheck) -> None:
         if not _read_checks(check, answers, given is None):
             channel.close()
             return
-    except (TimeoutError, OSError, paramiko.SSHException) as exc:
+    except ssh.SessionLost as exc:
         channel.close()
-        raise GpuprovError(f"SSH failed during the checks ({type(exc).__name__}: {exc})") from None
+        cause = exc.cause
+        raise GpuprovError(f"SSH failed during the checks ({type(cause).__name__}: {cause})") from None
     except BaseException:
         channel.close()
         raise
+
+
+def _no_env(check: HostCheck, text: str, fact_rc: int | None) -> Problem:
+    """Why the env's python gave no answer (text: what it printed instead)."""
+    name = check.host.name
+    if "No such file" in text or "not found" in text:
+        where = FACT_FILE if fact_rc == 0 else f"no {FACT_FILE}"
+        return Problem(
+            NOT_READY,
+            f"{name}: no Python env at {check.python} ({where}); run `gpuprov bootstrap` on it "
+            "first (or set gpuprov_python for the host)",
+        )
+    last = (text.strip().splitlines() or ["no answer"])[-1].strip()
+    return Problem(NOT_READY, f"{name}: {check.python} failed: {last}")
+
+
+def _look_again(check: HostCheck) -> _Sections:
+    """probe.py check on a channel of its own, with check.python."""
+    assert check.client is not None
+    command = probe_command(check.python, "check") + " 2>&1"
+    try:
+        return _Sections(ssh.open_channel(check.client, command, read_timeout=60))
+    except ssh.SessionLost as exc:  # not the reading's "SSH failed during the checks": its own message
+        raise GpuprovError(exc.message) from None
 
 
 def _read_checks(check: HostCheck, answers: _Sections, count_gpus: bool) -> bool:
@@ -307,10 +324,7 @@ def _read_checks(check: HostCheck, answers: _Sections, count_gpus: bool) -> bool
     first = answers.next_line()
     if used != check.python:  # the shell read the fact file differently: look again with the right one
         answers.channel.close()
-        assert check.client is not None
-        answers = _Sections(
-            ssh.open_channel(check.client, probe_command(check.python, "check") + " 2>&1", read_timeout=60)
-        )
+        answers = _look_again(check)
         first = answers.next_line()
     output = [first] if first is not None else []
     info = None
@@ -323,19 +337,7 @@ def _read_checks(check: HostCheck, answers: _Sections, count_gpus: bool) -> bool
             if first is not None:
                 output.append(first)
     if info is None:
-        text = "\n".join(output)
-        if "No such file" in text or "not found" in text:
-            where = FACT_FILE if fact_rc == 0 else f"no {FACT_FILE}"
-            check.problems.append(
-                Problem(
-                    NOT_READY,
-                    f"{host.name}: no Python env at {check.python} ({where}); run `gpuprov bootstrap` on it "
-                    "first (or set gpuprov_python for the host)",
-                )
-            )
-        else:
-            last = (text.strip().splitlines() or ["no answer"])[-1].strip()
-            check.problems.append(Problem(NOT_READY, f"{host.name}: {check.python} failed: {last}"))
+        check.problems.append(_no_env(check, "\n".join(output), fact_rc))
         return False
     if "error" in info:
         check.problems.append(
@@ -366,7 +368,7 @@ def _finish_import(check: HostCheck) -> None:
         if answers.import_line is None:
             answers.ask("", ())  # to the end of its output: the import's line is kept on the way
         info = json.loads((answers.import_line or "").removeprefix("import "))
-    except (TimeoutError, paramiko.SSHException, OSError, ValueError):
+    except (ssh.SessionLost, ValueError):
         check.problems.append(
             Problem(
                 NOT_READY,
@@ -419,6 +421,33 @@ def _versions_agree(checks: list[HostCheck]) -> list[Problem]:
     return problems
 
 
+def _master_listens(master: HostCheck, given_port: int | None, workers: int) -> tuple[int, list[Problem]]:
+    """The master's rendezvous port, listening for `workers` test connections (0 and why not)."""
+    assert master.answers is not None
+    first, count = (given_port, 1) if given_port else (DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH)
+    listen = f"listen {first} {count} {workers} {REACH_TIMEOUT_S + 2}"
+    try:
+        head = master.answers.ask(listen, ("port ", "busy")) or ""
+    except ssh.SessionLost as exc:
+        return 0, [
+            Problem(UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({exc.cause})")
+        ]
+    if not head:
+        return 0, [
+            Problem(NOT_READY, f"{master.host.name}: the port check failed: {master.answers.last_other()}")
+        ]
+    if head.startswith("port "):
+        return int(head.split()[1]), []
+    if given_port:
+        why = (
+            f"master port {given_port} is in use on {master.host.name}; choose another "
+            "--master-port or leave it out to let gpuprov pick a free one"
+        )
+        return 0, [Problem(INPUT, why)]
+    why = f"no free port in {first}-{first + count - 1} on the master {master.host.name}; give --master-port"
+    return 0, [Problem(NOT_READY, why)]
+
+
 def _master_port_and_reach(
     checks: list[HostCheck], master_addr: str, given_port: int | None
 ) -> tuple[int, list[Problem]]:
@@ -426,66 +455,38 @@ def _master_port_and_reach(
     master = checks[0]
     assert master.answers is not None
     workers = [c for c in checks[1:] if c.answers is not None and c.torch is not None]
-    first, count = (given_port, 1) if given_port else (DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH)
-    listen = f"listen {first} {count} {len(workers)} {REACH_TIMEOUT_S + 2}"
-    try:
-        head = master.answers.ask(listen, ("port ", "busy")) or ""
-    except (TimeoutError, paramiko.SSHException, OSError) as exc:
-        return 0, [Problem(UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({exc})")]
-    if not head:
-        return 0, [
-            Problem(NOT_READY, f"{master.host.name}: the port check failed: {master.answers.last_other()}")
-        ]
-    if not head.startswith("port "):
-        if given_port:
-            return 0, [
-                Problem(
-                    INPUT,
-                    f"master port {given_port} is in use on {master.host.name}; choose another "
-                    "--master-port or leave it out to let gpuprov pick a free one",
-                )
-            ]
-        return 0, [
-            Problem(
-                NOT_READY,
-                f"no free port in {first}-{first + count - 1} on the master {master.host.name}; "
-                "give --master-port",
-            )
-        ]
-    port = int(head.split()[1])
-    tokens = {c.host.name: f"{c.host.name}-{secrets.token_hex(4)}" for c in workers}
-    connect_errors: dict[str, str] = {}
+    port, problems = _master_listens(master, given_port, len(workers))
+    if problems:
+        return 0, problems
+    listening = {master.host.name: (master_addr, {"rendezvous": port})}
+    tried = porttest.probes([c.host.name for c in workers], listening)
+    by_source = {p.source: p for p in tried}
+    answers: dict[porttest.Probe, str] = {}
     lock = threading.Lock()
 
     def reach(check: HostCheck) -> None:
         assert check.answers is not None
-        command = f"connect {master_addr} {port} {tokens[check.host.name]} {REACH_TIMEOUT_S}"
+        probe = by_source[check.host.name]
+        command = f"connect {master_addr} {port} {probe.token} {REACH_TIMEOUT_S}"
         try:
             answer = check.answers.ask(command, ("ok", "error ")) or f"error {check.answers.last_other()}"
-        except (TimeoutError, paramiko.SSHException, OSError) as exc:
-            answer = f"error SSH failed ({exc})"
-        if answer != "ok":
-            with lock:
-                connect_errors[check.host.name] = answer.removeprefix("error ")
+        except ssh.SessionLost as exc:
+            answer = f"error SSH failed ({exc.cause})"
+        with lock:
+            answers[probe] = answer.removeprefix("error ")
 
     ssh.values(ssh.fan_out(workers, reach))
     received = set()
     try:
         while (line := master.answers.ask("", ("got ", "listened"))) not in (None, "listened"):
             received.add(line.split(" ", 1)[1])
-    except (TimeoutError, paramiko.SSHException, OSError):
+    except ssh.SessionLost:
         pass  # the hosts whose token did not arrive are named below
-    problems = []
-    for check in workers:
-        name = check.host.name
-        if name in connect_errors or tokens[name] not in received:
-            why = connect_errors.get(name, "the master did not receive the test connection")
-            problems.append(
-                Problem(
-                    NOT_READY,
-                    f"{name} cannot reach the master {master.host.name} at {master_addr}:{port} ({why}); "
-                    f"check the address (ansible_host or gpuprov_master_addr of {master.host.name}) and "
-                    "firewalls",
-                )
-            )
-    return port, problems
+    return port, [
+        Problem(
+            NOT_READY,
+            f"{p.source} cannot reach the master {master.host.name} at {master_addr}:{port} ({why}); "
+            f"check the address (ansible_host or gpuprov_master_addr of {master.host.name}) and firewalls",
+        )
+        for p, why in porttest.failures(tried, answers, received).items()
+    ]

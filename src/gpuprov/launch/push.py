@@ -19,9 +19,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import paramiko
-
-from gpuprov import ssh
+from gpuprov import onhost, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import remote
 
@@ -111,7 +109,6 @@ def collect(script: Path, workdir: Path | None, include_large: bool, max_file_mb
     return Payload(sorted(files.values(), key=lambda f: f.rel), script_rel, skipped, sorted(links))
 
 
-RECEIVE_SOURCE = Path(__file__).with_name("receive.py")  # the host's side, stdlib only
 ANSWER_TIMEOUT_S = 60.0  # for each answer of the host's receive.py (a big store listing, slow disks)
 
 
@@ -121,14 +118,14 @@ class Delivery:
     The same channel then carries the job: start() turns it into the agent's (attach: its stream).
     """
 
-    def __init__(self, host: str, channel: paramiko.Channel, stats: PushStats) -> None:
+    def __init__(self, host: str, channel: ssh.Channel, stats: PushStats) -> None:
         self.host = host
         self.channel = channel
         self.stats = stats
 
-    def start(self, how: str) -> paramiko.Channel:
+    def start(self, how: str) -> ssh.Channel:
         """Run `agent.py how` (attach or start) in receive.py's process, on the same channel."""
-        self.channel.sendall(f"{how}\n".encode())
+        self.channel.send(f"{how}\n".encode())
         self.channel.settimeout(None)  # a job's stream waits as long as the job runs
         return self.channel
 
@@ -138,12 +135,12 @@ class Delivery:
 
 
 def receive_command(python: str, job_dir: str) -> str:
-    return remote.python_command(python, RECEIVE_SOURCE.read_text(), job_dir)
+    return remote.python_command(python, onhost.text("receive.py"), job_dir)
 
 
 def push(
     host: str,
-    client: paramiko.SSHClient,
+    client: ssh.Client,
     python: str,
     job_dir: str,
     payload: Payload,
@@ -162,28 +159,26 @@ def push(
     channel = None
     try:
         channel = ssh.open_channel(client, receive_command(python, job_dir), read_timeout=ANSWER_TIMEOUT_S)
-        answers = channel.makefile("rb")
-        channel.sendall(json.dumps(header).encode() + b"\n")
-        wanted = json.loads(answers.readline() or b"null")
+        channel.send(json.dumps(header).encode() + b"\n")
+        wanted = json.loads(channel.readline() or b"null")
         if not isinstance(wanted, list):
             raise GpuprovError(f"{host}: cannot create ~/{job_dir}: {_why(channel)}")
         sent_bytes = 0
         for sha in wanted:
             with unique[sha].path.open("rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
-                    channel.sendall(block)
+                    channel.send(block)
             sent_bytes += unique[sha].size
         for data in extra.values():
-            channel.sendall(data)
-        done = json.loads(answers.readline() or b"null")
+            channel.send(data)
+        done = json.loads(channel.readline() or b"null")
         if not isinstance(done, dict) or not done.get("ok"):
             raise GpuprovError(f"{host}: copying the job's files into ~/{job_dir} failed: {_why(channel)}")
-    except ssh.SessionLost as exc:
-        raise GpuprovError(f"{host}: copying the job's files failed: {exc.cause}") from None
-    except (OSError, paramiko.SSHException, ValueError) as exc:
+    except (ssh.SessionLost, ValueError) as exc:
         if channel is not None:
             channel.close()
-        raise GpuprovError(f"{host}: copying the job's files failed: {exc}") from None
+        why = exc.cause if isinstance(exc, ssh.SessionLost) else exc
+        raise GpuprovError(f"{host}: copying the job's files failed: {why}") from None
     except BaseException:
         if channel is not None:
             channel.close()
@@ -191,11 +186,11 @@ def push(
     return Delivery(host, channel, PushStats(len(wanted), sent_bytes, len(unique) - len(wanted)))
 
 
-def _why(channel: paramiko.Channel) -> str:
+def _why(channel: ssh.Channel) -> str:
     """receive.py's last line on stderr (it exits after a problem)."""
     try:
-        text = channel.makefile_stderr("rb").read().decode(errors="replace").strip()
-    except (OSError, paramiko.SSHException):
+        text = channel.read_stderr().decode(errors="replace").strip()
+    except ssh.SessionLost:
         text = ""
     channel.close()
     return (text.splitlines() or ["no answer"])[-1]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shlex
 
-from gpuprov.launch.agent import EVENT_PREFIX
+from gpuprov.onhost.agent import EVENT_PREFIX
 
 JOBS_DIR = ".gpuprov/jobs"  # on each host, relative to the user's home
 

@@ -19,8 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import paramiko
-
 from gpuprov import console, hosts, interrupts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.launch import jobs, preflight, push, render, sbatch, selection, stream
@@ -76,7 +74,7 @@ class Partition:
     nodes: list[str]
 
 
-def default_partition(client: paramiko.SSHClient, controller: str) -> Partition:
+def default_partition(client: ssh.Client, controller: str) -> Partition:
     """Check that slurmctld answers; return the default partition and its nodes."""
     ping = ssh.run(client, "scontrol ping")
     if ping.rc != 0 or "is UP" not in ping.stdout:
@@ -183,7 +181,7 @@ def _inventory_host(inventory: hosts.Inventory, name: str, what: str) -> hosts.H
 
 
 @contextlib.contextmanager
-def _connected(host: hosts.Host) -> Iterator[paramiko.SSHClient]:
+def _connected(host: hosts.Host) -> Iterator[ssh.Client]:
     client = ssh.connect(host)
     try:
         yield client
@@ -193,7 +191,7 @@ def _connected(host: hosts.Host) -> Iterator[paramiko.SSHClient]:
 
 def _push_all(
     targets: list[hosts.Host],
-    ctl: paramiko.SSHClient,
+    ctl: ssh.Client,
     controller: str,
     job: jobs.Job,
     payload: push.Payload,
@@ -211,7 +209,7 @@ def _push_all(
 
 
 def _deliver(
-    host: str, client: paramiko.SSHClient, job_dir: str, payload: push.Payload, extra: dict[str, bytes]
+    host: str, client: ssh.Client, job_dir: str, payload: push.Payload, extra: dict[str, bytes]
 ) -> None:
     """Copy the job's files to the host; Slurm starts the job, so the push's channel starts nothing."""
     push.push(host, client, preflight.DEFAULT_PYTHON, job_dir, payload, extra).cancel()
@@ -243,7 +241,7 @@ def parse_job(text: str) -> SlurmState:
     return SlurmState(fields.get("JobState", "UNKNOWN"), fields.get("Reason", ""), code, batch)
 
 
-def job_state(ctl: paramiko.SSHClient, slurm_id: str) -> SlurmState:
+def job_state(ctl: ssh.Client, slurm_id: str) -> SlurmState:
     shown = ssh.run(ctl, f"scontrol show job --oneliner {slurm_id}")
     if shown.rc == 0:
         return parse_job(shown.stdout)
@@ -258,14 +256,14 @@ def job_state(ctl: paramiko.SSHClient, slurm_id: str) -> SlurmState:
     return SlurmState("UNKNOWN", "", None, None)
 
 
-def queue_position(ctl: paramiko.SSHClient, slurm_id: str) -> int | None:
+def queue_position(ctl: ssh.Client, slurm_id: str) -> int | None:
     """1 for the pending job Slurm will start next, by priority."""
     pending = ssh.run(ctl, "squeue --noheader --states=PENDING --sort=-p,i --format=%i")
     ids = pending.stdout.split()
     return ids.index(slurm_id) + 1 if slurm_id in ids else None
 
 
-def say_if_queued(ctl: paramiko.SSHClient, job: jobs.Job) -> SlurmState:
+def say_if_queued(ctl: ssh.Client, job: jobs.Job) -> SlurmState:
     """For --detach: say so when the job waits in the queue (Slurm gives a reason within a few seconds)."""
     assert job.slurm_job_id is not None
     deadline = time.monotonic() + REASON_WAIT_S
@@ -290,7 +288,7 @@ class OutputReader:
         self.offset = 0
         self.partial = ""
         self.nodes: list[str] = []
-        self.client: paramiko.SSHClient | None = None
+        self.client: ssh.Client | None = None
         self.host: str | None = None
 
     def attach(self, host: str) -> None:
@@ -352,7 +350,7 @@ def _printer(job: jobs.Job, keep_logs: bool) -> stream.Printer:
     return stream.Printer(names, {n: job.log_path(n) for n in names} if keep_logs else {})
 
 
-def follow_to_end(job: jobs.Job, ctl: paramiko.SSHClient) -> None:
+def follow_to_end(job: jobs.Job, ctl: ssh.Client) -> None:
     """Print the job's output until it ends; record the end; exit with the job's code. Ctrl-C cancels it."""
     assert job.slurm_job_id is not None
     reader = OutputReader(job, _printer(job, keep_logs=True))
@@ -370,7 +368,7 @@ def follow_to_end(job: jobs.Job, ctl: paramiko.SSHClient) -> None:
     record_end(job, state, reader.host)
 
 
-def watch(job: jobs.Job, ctl: paramiko.SSHClient, reader: OutputReader) -> SlurmState:
+def watch(job: jobs.Job, ctl: ssh.Client, reader: OutputReader) -> SlurmState:
     assert job.slurm_job_id is not None
     said = ""
     while True:
@@ -410,7 +408,7 @@ def record_end(job: jobs.Job, state: SlurmState, host: str | None) -> None:
     )
 
 
-def cancel(job: jobs.Job, ctl: paramiko.SSHClient) -> SlurmState:
+def cancel(job: jobs.Job, ctl: ssh.Client) -> SlurmState:
     """scancel, then wait until Slurm says the job has ended everywhere."""
     assert job.slurm_job_id is not None
     done = ssh.run(ctl, f"scancel {job.slurm_job_id}")

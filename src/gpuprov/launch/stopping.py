@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import paramiko
-
 from gpuprov import console, hosts, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import jobs, remote
@@ -14,7 +12,7 @@ STOP_EXTRA_S = 10.0  # after the grace period: how long a stop (and a teardown) 
 
 
 def stop_hosts(
-    clients: dict[str, paramiko.SSHClient], job: jobs.Job, python: dict[str, str] | None = None
+    clients: dict[str, ssh.Client], job: jobs.Job, python: dict[str, str] | None = None
 ) -> dict[str, str]:
     """Stop the job on these hosts at once (SIGTERM, SIGKILL after the grace period); host -> problem."""
     py = python or {h.name: h.python for h in job.hosts}

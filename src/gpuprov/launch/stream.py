@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-import paramiko
-
-from gpuprov import console
+from gpuprov import console, ssh
 from gpuprov.launch import jobs
-from gpuprov.launch.agent import EVENT_PREFIX
+from gpuprov.onhost.agent import EVENT_PREFIX
 
 COLORS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
 _RANK_RE = re.compile(r"^\[rank(\d+)\]:(.*)$")
@@ -37,7 +35,7 @@ class Event:
 class HostStream:
     """One host's channel: reader threads put its lines and its end on the shared queue."""
 
-    def __init__(self, host: str, channel: paramiko.Channel, events: queue.Queue[Event]) -> None:
+    def __init__(self, host: str, channel: ssh.Channel, events: queue.Queue[Event]) -> None:
         self.host = host
         self.channel = channel
         self.events = events
@@ -48,9 +46,9 @@ class HostStream:
 
     def _read_stdout(self) -> None:
         try:
-            for raw in self.channel.makefile("rb"):
+            for raw in self.channel.lines():
                 self.events.put(Event(self.host, "line", raw.decode(errors="replace").rstrip("\r\n")))
-        except (OSError, paramiko.SSHException, EOFError):
+        except ssh.SessionLost:
             pass
         finally:
             self._out_done.set()
@@ -58,13 +56,13 @@ class HostStream:
     def _read_stderr(self) -> None:
         code: int | None = None
         try:
-            for raw in self.channel.makefile_stderr("rb"):
+            for raw in self.channel.stderr_lines():
                 line = raw.decode(errors="replace").rstrip("\r\n")
                 if line.startswith(EVENT_PREFIX + "exit "):
                     code = int(line.split()[-1])
                 elif line and not line.startswith(EVENT_PREFIX):
                     self.events.put(Event(self.host, "line", f"[gpuprov agent] {line}"))
-        except (OSError, paramiko.SSHException, EOFError, ValueError):
+        except (ssh.SessionLost, ValueError):
             pass
         self._out_done.wait(timeout=5)  # the job's last lines before its end
         if code is not None:
@@ -77,7 +75,7 @@ class HostStream:
         then reports its exit. False when the channel is already gone."""
         try:
             self.channel.shutdown_write()
-        except (OSError, paramiko.SSHException, EOFError):
+        except ssh.SessionLost:
             return False
         return not self.channel.closed
 

@@ -125,11 +125,12 @@ def test_parameter_counts_with_the_torch_of_a_bootstrapped_node(launch_sandbox: 
     """The counts the unit test checks where torch is installed here, counted by the torch the python_env
     role put on node1 (CI's venv has none): models.py as bench pushes it, the env's own python."""
     node1 = container(launch_sandbox, "node1")
+    models = REPO / "src/gpuprov/onhost/bench_models.py"
     workdir = f"/tmp/gpuprov-test-models-{uuid.uuid4().hex[:6]}"
     assert docker_exec(node1, "mkdir", workdir).returncode == 0
     try:
         copied = subprocess.run(
-            ["docker", "cp", str(REPO / "src/gpuprov/bench/models.py"), f"{node1}:{workdir}/models.py"],
+            ["docker", "cp", str(models), f"{node1}:{workdir}/models.py"],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert copied.returncode == 0, copied.stderr

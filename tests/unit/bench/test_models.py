@@ -13,8 +13,8 @@ from gpuprov.bench import options, run
 from tests.published_models import IMAGE_SIZE, PUBLISHED_PARAMETERS
 
 torch = pytest.importorskip("torch")
-models = pytest.importorskip("gpuprov.bench.models")
-node = pytest.importorskip("gpuprov.bench.node")
+models = pytest.importorskip("gpuprov.onhost.bench_models")
+node = pytest.importorskip("gpuprov.onhost.bench_node")
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED_PARAMETERS))

@@ -1,5 +1,5 @@
 """hostprobe.py's port test, run here as `gpuprov check` runs it on the hosts: `python -c <its text>` through
-a shell, with gpuprov/hostsockets.py's code put in place of its import, by this machine's python3 (stdlib
+a shell, with gpuprov/onhost/sockets.py's code put in place of its import, by this machine's python3 (stdlib
 only: gpuprov is not importable there)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _free_port() -> int:
 def test_the_sent_text_does_not_import_gpuprov() -> None:
     lines = probe_code().splitlines()
     assert not [line for line in lines if line.startswith(("from gpuprov", "import gpuprov"))]
-    assert "def program(" not in probe_code()  # the controller's half of hostsockets stays here
+    assert "def program(" not in probe_code()  # the controller side (gpuprov.onhost.program) is not sent
     assert "def accept_tokens(" in probe_code()
 
 

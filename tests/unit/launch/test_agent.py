@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuprov.launch import agent
+from gpuprov.onhost import agent
 
 AGENT = Path(agent.__file__)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import paramiko
 import pytest
 
 from gpuprov import ssh
@@ -153,7 +152,7 @@ def test_a_host_that_cannot_start_fails_the_job(
     job = _attached(tmp_path, monkeypatch, fail_fast=True)
 
     def refuse(*args: Any) -> None:
-        raise paramiko.SSHException("not connected")
+        raise ssh.SessionLost("not connected", OSError("not connected"))
 
     monkeypatch.setattr(ssh, "open_channel", refuse)
     assert job.open("node2", "agent attach") is False

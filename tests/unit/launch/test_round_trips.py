@@ -88,7 +88,7 @@ class Counting:
         self.round_trips[client] += 1
         channel = LocalChannel(command, self.env)
         self.channels.append(channel)
-        return channel
+        return ssh.Channel(channel)
 
     def run(self, client: Any, command: str, timeout: float = 60, stdin: bytes | None = None) -> ssh.Result:
         self.round_trips[client] += 1

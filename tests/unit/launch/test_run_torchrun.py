@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpuprov.launch import run_torchrun
+from gpuprov.onhost import run_torchrun
 
 SOURCE = Path(run_torchrun.__file__)
 

@@ -2,8 +2,8 @@
 
 launch's probe.py (preflight: can the workers reach the master's rendezvous port) and check's hostprobe.py
 (every host reaches every other's rendezvous and NCCL/gloo ports) use these. Standard library only
-(Python >= 3.8): the programs are sent as `python -c` text, so `program()` puts this module's code where
-the program imports it; nothing is installed on the host.
+(Python >= 3.8): the programs are sent as `python -c` text, so gpuprov.onhost.program() puts this module's
+code where the program imports it; nothing is installed on the host.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 
 def bind_first(ports: Iterable[int]) -> socket.socket | None:
@@ -68,21 +67,3 @@ def send_token(address: str, port: int, token: str, timeout: float) -> str:
     except OSError as exc:
         return exc.strerror or str(exc)
     return "ok"
-
-
-# Controller side only, not sent (program() cuts the text here).
-
-# The line each host program has in place of this module's code (replaced by program()).
-IMPORT_LINE = "from gpuprov.hostsockets import accept_tokens, bind_first, send_token\n"
-CONTROLLER_ONLY = "# Controller side only, not sent"
-
-
-def program(path: Path) -> str:
-    """The text of a host program with this module's code in place of its IMPORT_LINE."""
-    text = path.read_text()
-    if text.count(IMPORT_LINE) != 1:
-        raise ValueError(f"{path.name} must import the host socket helpers with exactly {IMPORT_LINE!r}")
-    own = Path(__file__).read_text()
-    body = own.split("from __future__ import annotations\n", 1)[1]  # the program has its own
-    body = body.split("\n" + CONTROLLER_ONLY, 1)[0]
-    return text.replace(IMPORT_LINE, body, 1)

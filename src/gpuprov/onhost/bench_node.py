@@ -35,8 +35,8 @@ from torch.nn.parallel import DistributedDataParallel  # type: ignore[import-not
 from torch.utils.data import DataLoader, Dataset  # type: ignore[import-not-found]
 
 if __package__:
-    from . import models
-else:  # run as a script on a node: models.py was pushed beside this file
+    from . import bench_models as models
+else:  # run as a script on a node: bench_models.py was pushed beside this file as models.py
     import models  # type: ignore[import-not-found,no-redef]
 
 RESULT_MARKER = "GPUPROV_BENCH_RESULT "

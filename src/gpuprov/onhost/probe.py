@@ -2,7 +2,7 @@
 
 Standard library only: it runs with the env's Python on the host (any Python >= 3.8), sent as the text of
 `python -c` in the same SSH command (nothing is written to a host that preflight may turn down), with
-gpuprov/hostsockets.py's code in place of its import (hostsockets.program).
+gpuprov/onhost/sockets.py's code in place of its import (gpuprov.onhost.program).
 Each command prints its answer on stdout:
 
     probe.py look                                  one JSON line: the env's torch, read from its files
@@ -28,7 +28,7 @@ import sysconfig
 import threading
 import time
 
-from gpuprov.hostsockets import accept_tokens, bind_first, send_token
+from gpuprov.onhost.sockets import accept_tokens, bind_first, send_token
 
 
 def env_state() -> str:

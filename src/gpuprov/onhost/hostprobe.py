@@ -1,11 +1,12 @@
 """What `gpuprov check` runs on each host: reads, never changes. Standard library only (Python >= 3.8).
 
-Sent as the text of `python3 -c` in the SSH command, like launch's probe.py, with gpuprov/hostsockets.py's
-code in place of its import (hostsockets.program); nothing is written to the host.
+Sent as the text of `python3 -c` in the SSH command, like launch's probe.py, with gpuprov/onhost/sockets.py's
+code in place of its import (gpuprov.onhost.program); nothing is written to the host.
 
     hostprobe.py collect          reads a JSON request on stdin, prints one JSON object: everything the
                                   per-host checks need, gathered in this one run (raw tool outputs; the
-                                  controller parses them)
+                                  controller parses them); the request carries the text of env_probe.py
+                                  and matmul_probe.py, which it runs with the env's python
     hostprobe.py listen A B N T   binds the first free port of A..B (the rendezvous range) and a port the
                                   kernel picks from ip_local_port_range (where NCCL and gloo listen),
                                   prints `ports R E`, then `got TOKEN` per connection (up to N each) in T s
@@ -23,74 +24,10 @@ import sys
 import threading
 import time
 
-from gpuprov.hostsockets import accept_tokens, bind_first, send_token
+from gpuprov.onhost.sockets import accept_tokens, bind_first, send_token
 
 TOOL_TIMEOUT_S = 20.0
 
-# Runs in the env's python: its versions after a real `import torch`, and its CUDA/GPU view.
-ENV_PROBE = r"""
-import json, sys
-info = {"python": ".".join(map(str, sys.version_info[:3]))}
-try:
-    import torch
-    info["torch"] = torch.__version__
-    info["torch_cuda"] = torch.version.cuda
-    info["cuda_available"] = bool(torch.cuda.is_available())
-    info["device_count"] = torch.cuda.device_count() if torch.version.cuda else 0
-    nccl = None
-    if torch.version.cuda:
-        try:
-            v = torch.cuda.nccl.version()
-            nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-        except Exception:
-            nccl = None
-    info["torch_nccl"] = nccl
-except Exception as exc:
-    info["error"] = "%s: %s" % (type(exc).__name__, exc)
-print(json.dumps(info))
-"""
-
-
-# Runs in the env's python where torch sees GPUs: the same fp16 matrix multiplication enqueued on every GPU at
-# once, timed per GPU with CUDA events. Large matrices and at most 400 products per GPU keep the enqueueing
-# below CUDA's launch queue depth, so no GPU waits for another's queue and all are busy together. It prints
-# `busy` while the GPUs still work (collect then reads nvidia-smi -q: clocks and PCIe link under load), then
-# one JSON line of TFLOPS per GPU index.
-MATMUL_PROBE = r"""
-import json, sys, time
-import torch
-n, seconds = int(sys.argv[1]), float(sys.argv[2])
-count = torch.cuda.device_count()
-runs = []
-for i in range(count):
-    with torch.cuda.device(i):
-        a = torch.randn(n, n, device="cuda", dtype=torch.float16)
-        b = torch.randn(n, n, device="cuda", dtype=torch.float16)
-        torch.matmul(a, b)
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        torch.matmul(a, b)
-        torch.cuda.synchronize()
-        once = max(time.perf_counter() - t, 1e-6)
-        runs.append([i, a, b, min(400, max(3, int(seconds / once)))])
-timed = []
-for i, a, b, iterations in runs:
-    with torch.cuda.device(i):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iterations):
-            torch.matmul(a, b)
-        end.record()
-        timed.append((i, start, end, iterations))
-print("busy", flush=True)
-sys.stdin.readline()  # collect has read nvidia-smi
-result = {}
-for i, start, end, iterations in timed:
-    end.synchronize()
-    ms = start.elapsed_time(end)
-    result[str(i)] = round(2.0 * n ** 3 * iterations / (ms / 1000.0) / 1e12, 2)
-print(json.dumps({"n": n, "dtype": "float16", "tflops": result}), flush=True)
-"""
 MATMUL_SIZE = 16384
 MATMUL_SECONDS = 4.0
 MATMUL_TIMEOUT_S = 90.0
@@ -231,9 +168,10 @@ def _kernel_log() -> dict[str, object]:
     return {"rc": None, "tool": None, "stdout": "", "error": "dmesg, sudo -n dmesg and journalctl -k failed"}
 
 
-def _matmul_under_load(python: str, smi: str) -> dict[str, object]:
-    """The matmul probe's TFLOPS per GPU, and nvidia-smi -q read while the GPUs are busy with it."""
-    cmd = [python, "-c", MATMUL_PROBE, str(MATMUL_SIZE), str(MATMUL_SECONDS)]
+def _matmul_under_load(python: str, smi: str, code: str) -> dict[str, object]:
+    """The matmul probe's TFLOPS per GPU (code: matmul_probe.py's text), and nvidia-smi -q read while the
+    GPUs are busy with it."""
+    cmd = [python, "-c", code, str(MATMUL_SIZE), str(MATMUL_SECONDS)]
     try:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -271,6 +209,12 @@ def _loaded_modules() -> list[str]:
     return [line.split(" ", 1)[0] for line in text.splitlines() if line]
 
 
+def _program(request: dict[str, object], name: str) -> str:
+    """The text of env_probe.py or matmul_probe.py: it comes with the request (gpuprov.onhost)."""
+    programs = request.get("programs")
+    return str(programs.get(name, "")) if isinstance(programs, dict) else ""
+
+
 def collect(request: dict[str, object]) -> dict[str, object]:
     started = time.monotonic()
     fact = _read("/etc/ansible/facts.d/gpuprov_python_env.fact")
@@ -306,12 +250,12 @@ def collect(request: dict[str, object]) -> dict[str, object]:
     data["smi_q"] = _run([smi, "-q"])
     data["smi_nvlink"] = _run([smi, "nvlink", "--status"])
     data["ibstat"] = _run(["ibstat"])
-    env = _run([python, "-c", ENV_PROBE], timeout=120)
+    env = _run([python, "-c", _program(request, "env_probe")], timeout=120)
     data["env"] = env
     data["dkms"] = _run(["dkms", "status"])
     data["fabricmanager"] = _run(["systemctl", "is-active", "nvidia-fabricmanager"])
     if _sees_gpus(env):
-        data["matmul"] = _matmul_under_load(python, smi)
+        data["matmul"] = _matmul_under_load(python, smi, _program(request, "matmul_probe"))
     data["seconds"] = round(time.monotonic() - started, 3)
     return data
 
