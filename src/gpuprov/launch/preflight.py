@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 from gpuprov import hosts, onhost, porttest, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
-from gpuprov.launch import remote
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Nproc
 
 FACT_FILE = "/etc/ansible/facts.d/gpuprov_python_env.fact"
@@ -36,7 +35,7 @@ def _probe_code() -> str:
 
 def probe_command(python: str, *args: str) -> str:
     """Run a probe.py command on a host with the env's python; the file's text goes as `python -c`."""
-    return remote.python_command(python, _probe_code(), *args)
+    return onhost.python_command(python, _probe_code(), *args)
 
 
 # What a problem keeps from being true; the worst decides the exit code, as in bootstrap's preflight.
@@ -190,7 +189,7 @@ def host_check_command(given_python: str | None, count_gpus: bool) -> str:
             f'[ -n "$py" ] || py={q(DEFAULT_PYTHON)}'
         )
     lines.append(f'echo "{SECTION}python $py"')
-    look = remote.python_command("PYTHON", _probe_code(), "check").replace("PYTHON", '"$py"', 1)
+    look = onhost.python_command("PYTHON", _probe_code(), "check").replace("PYTHON", '"$py"', 1)
     lines.append(f"echo '{SECTION}check'; {look} 2>&1; r=$?; echo \"{SECTION}end $r\"")
     return "\n".join(lines) + "\n"
 
