@@ -17,6 +17,8 @@ from gpuprov import cli_options, host_options
 from gpuprov.cli_options import Param
 from gpuprov.errors import BadInput
 from gpuprov.launch.jobs import MAX_GRACE_S, valid_grace
+from gpuprov.launch.schedulers import DEFAULT as DEFAULT_SCHEDULER
+from gpuprov.launch.schedulers import NAMES as SCHEDULERS
 
 DEFAULT_MASTER_PORT = 29500
 MASTER_PORT_SEARCH = 100  # without --master-port: the first free port in 29500..29599
@@ -47,7 +49,6 @@ class Nproc:
         return 1 if self.mode == "auto" else None
 
 
-SCHEDULERS = ("ssh", "slurm")
 _ENV_HELP = "Environment variable for the job (repeatable)."
 _ENV_FILE_HELP = "File of K=V lines for the job's environment."
 
@@ -315,7 +316,7 @@ class LaunchOptions:
     scheduler: str = cli_options.option(  # "slurm": submitted to Slurm (gpuprov.launch.slurm)
         "--scheduler",
         type=click.Choice(SCHEDULERS),
-        default="ssh",
+        default=DEFAULT_SCHEDULER,
         show_default=True,
         help="ssh: gpuprov starts torchrun on each host; slurm: submit with sbatch on the inventory's "
         "[slurm_controller] (srun + torchrun).",
