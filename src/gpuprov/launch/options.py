@@ -17,6 +17,7 @@ from gpuprov import cli_options, host_options
 from gpuprov.cli_options import Param
 from gpuprov.errors import BadInput
 from gpuprov.launch.jobs import MAX_GRACE_S, valid_grace
+from gpuprov.launch.launchers import LAUNCHERS
 from gpuprov.launch.schedulers import DEFAULT as DEFAULT_SCHEDULER
 from gpuprov.launch.schedulers import NAMES as SCHEDULERS
 
@@ -27,7 +28,7 @@ DEFAULT_MAX_FILE_MB = 10
 RDZV_CHOICES = ("static", "c10d")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by gpuprov itself for every job; a user value would break teardown or log prefixes.
-RESERVED_ENV = ("GPUPROV_JOB_ID", "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")
+RESERVED_ENV = ("GPUPROV_JOB_ID", *(n for each in LAUNCHERS.values() for n in each.reserved_env))
 
 
 @dataclass(frozen=True)

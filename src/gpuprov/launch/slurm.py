@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gpuprov import console, hosts, interrupts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
-from gpuprov.launch import jobs, preflight, push, render, sbatch, selection, stream
+from gpuprov.launch import jobs, launchers, preflight, push, sbatch, selection, stream
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
 
 CONTROLLER_GROUP = "slurm_controller"
@@ -100,7 +100,7 @@ def default_partition(client: ssh.Client, controller: str) -> Partition:
 def sbatch_text(opts: LaunchOptions, nnodes: int, argv: list[str], script: str) -> str:
     """The sbatch script for this job; srun runs torchrun on `script` in work/ beside it."""
     job = sbatch.job(opts, argv, nnodes, "work", script, SBATCH_FILE, workdir_relative=True)
-    return render.sbatch_script(job)
+    return launchers.by_name(launchers.DEFAULT).sbatch_script(job)
 
 
 def launch(opts: LaunchOptions, argv: list[str]) -> str:
