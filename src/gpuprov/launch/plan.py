@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuprov import console, hosts
-from gpuprov.launch import jobs, launchers, options, preflight, push, remote, render, selection
+from gpuprov.launch import environments, jobs, launchers, options, preflight, push, remote, render, selection
 from gpuprov.launch.launchers import Launcher
 from gpuprov.launch.options import LaunchOptions
 
@@ -96,13 +96,15 @@ def plan(opts: LaunchOptions) -> Plan:
     """Check the input and every host (preflight); the plan holds the hosts' open SSH connections."""
     _, selected = selection.chosen(opts)
     master_addr = selection.master_address(selected[0], len(selected))
-    launcher = launchers.by_name(launchers.DEFAULT)  # the one launcher today (no option chooses yet)
+    # The one launcher and the one environment today (no option chooses them yet).
+    launcher = launchers.by_name(launchers.DEFAULT)
+    environment = environments.by_name(environments.DEFAULT)
     templates = {host.name: template_for(opts, host, launcher) for host in selected}
     hosts.check_ssh_files(selected, where="", fix="fix the path")
     payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
     console.step(f"Preflight on {len(selected)} host(s): {', '.join(h.name for h in selected)}")
     try:
-        checks = preflight.run(selected, master_addr, opts.master_port, opts.nproc)
+        checks = preflight.run(selected, master_addr, opts.master_port, opts.nproc, environment)
     except preflight.PreflightFailed as exc:
         if len(exc.problems) > 1:
             _problem_table(exc.problems, [h.name for h in selected])
@@ -118,8 +120,8 @@ def plan(opts: LaunchOptions) -> Plan:
         raise
     for check in checks.checks:
         console.detail(
-            f"{check.host.name}: python {check.python}, torch {check.torch}, CUDA {check.cuda}, "
-            f"NCCL {check.nccl}, {check.gpus} GPU(s) -> {check.nproc} process(es)"
+            f"{check.host.name}: {environment.describe(check)}, "
+            f"{check.gpus} GPU(s) -> {check.nproc} process(es)"
         )
     return Plan(job_id, selected, checks, commands, scripts, payload, launcher)
 

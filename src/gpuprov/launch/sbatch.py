@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpuprov import console, hosts
 from gpuprov.errors import BadInput
-from gpuprov.launch import launchers, preflight, render, selection
+from gpuprov.launch import environments, launchers, render, selection
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
 
 
@@ -47,7 +47,7 @@ def job(
         job_name=f"gpuprov-{opts.script.stem}",
         nnodes=nnodes,
         nproc=str(opts.nproc),
-        python=preflight.DEFAULT_PYTHON,
+        python=environments.by_name(environments.DEFAULT).default_python,
         workdir=workdir,
         script=script,
         script_args=opts.script_args,

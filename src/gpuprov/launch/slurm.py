@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gpuprov import console, hosts, interrupts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
-from gpuprov.launch import jobs, launchers, preflight, push, sbatch, selection, stream
+from gpuprov.launch import environments, jobs, launchers, push, sbatch, selection, stream
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
 
 CONTROLLER_GROUP = "slurm_controller"
@@ -94,6 +94,11 @@ def default_partition(client: ssh.Client, controller: str) -> Partition:
     return Partition(name, sorted(set(nodes)))
 
 
+def _python() -> str:
+    """The environment's python on the hosts (Slurm starts the job: no preflight asked them)."""
+    return environments.by_name(environments.DEFAULT).default_python
+
+
 # ----- submitting ----------------------------------------------------------------------------------------
 
 
@@ -130,7 +135,7 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
             script=payload.script_rel,
             args=list(opts.script_args),
             hosts=[
-                jobs.JobHost.of(h, python=preflight.DEFAULT_PYTHON, node_rank=rank, nproc=1)
+                jobs.JobHost.of(h, python=_python(), node_rank=rank, nproc=1)
                 for rank, h in enumerate(targets)
             ],
             master=f"{part.name}:{opts.master_port or DEFAULT_MASTER_PORT}",
@@ -212,7 +217,7 @@ def _deliver(
     host: str, client: ssh.Client, job_dir: str, payload: push.Payload, extra: dict[str, bytes]
 ) -> None:
     """Copy the job's files to the host; Slurm starts the job, so the push's channel starts nothing."""
-    push.push(host, client, preflight.DEFAULT_PYTHON, job_dir, payload, extra).cancel()
+    push.push(host, client, _python(), job_dir, payload, extra).cancel()
 
 
 # ----- following ---------------------------------------------------------------------------------------
