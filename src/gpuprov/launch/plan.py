@@ -1,6 +1,7 @@
 """What a launch will do, decided before anything is pushed or started.
 
-options -> inventory + hosts -> preflight (all hosts at once) -> each host's torchrun command and script.
+options -> inventory + hosts -> preflight (all hosts at once, the environment's answers) -> each host's
+command and its launcher's script.
 """
 
 from __future__ import annotations
