@@ -27,13 +27,13 @@ def bench(opts: options.BenchOptions) -> None:
             runs = run.run_all(opts)
     else:
         runs = run.run_all(opts)
-    from gpuprov.launch import selection
+    from gpuprov import host_options
 
     from . import check_record
 
     # The largest run's hosts: the ones a check's all-hosts busbw must have covered to be quoted here.
     doc = report.document(
-        runs, check_record.find(selection.inventory_path(opts.inventory), runs[-1].host_names)
+        runs, check_record.find(host_options.inventory_path(opts.inventory), runs[-1].host_names)
     )
     if opts.json:
         console.result(json.dumps(doc, indent=2))

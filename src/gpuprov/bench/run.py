@@ -16,8 +16,8 @@ from typing import Any
 
 from gpuprov import console, hosts, onhost
 from gpuprov.errors import GpuprovError
-from gpuprov.launch import flow, jobs, selection
-from gpuprov.launch.options import LaunchOptions, Nproc
+from gpuprov.launch import api as launch
+from gpuprov.launch.api import Nproc
 
 from .options import BenchOptions
 
@@ -42,7 +42,7 @@ class RunResult:
 
 def select_hosts(opts: BenchOptions) -> tuple[Path, list[hosts.Host]]:
     """The inventory and the hosts; BadInput (unknown host, --nodes past the inventory) before any SSH."""
-    inventory, chosen = selection.chosen(opts)
+    inventory, chosen = launch.choose_hosts(opts)
     return inventory.path, chosen
 
 
@@ -55,7 +55,7 @@ def stage_program(into: Path) -> Path:
 
 def read_result(job_id: str, master: str) -> dict[str, Any]:
     """Rank 0's result line from the master's log of the job (the last one, should a rank restart)."""
-    log = jobs.load(job_id).log_path(master)
+    log = launch.job_log(job_id, master)
     found = None
     with log.open(encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -77,15 +77,9 @@ def one_run(
     opts: BenchOptions, inventory: Path, script: Path, names: list[str], nproc: Nproc, label: str
 ) -> RunResult:
     console.step(f"bench: {label} on {', '.join(names)}")
-    launch_opts = LaunchOptions(
-        script=script,
-        script_args=tuple(opts.node_args()),
-        inventory=inventory,
-        hosts=tuple(names),
-        nproc=nproc,
-        workdir=script.parent,
+    job_id = launch.run_job(
+        script, inventory, names, nproc=nproc, script_args=opts.node_args(), workdir=script.parent
     )
-    job_id = flow.launch(launch_opts)
     return RunResult(label, len(names), job_id, read_result(job_id, names[0]), tuple(names))
 
 

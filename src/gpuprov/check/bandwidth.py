@@ -22,9 +22,7 @@ from gpuprov.check import expected
 from gpuprov.check.gather import Gathered
 from gpuprov.check.results import Result, Status, verdict
 from gpuprov.errors import GpuprovError
-from gpuprov.launch import flow as launch_flow
-from gpuprov.launch import jobs
-from gpuprov.launch import options as launch_options
+from gpuprov.launch import api as launch
 
 SCRIPT = Path(__file__).with_name("allreduce.py")
 MARK = "GPUPROV_ALLREDUCE "
@@ -34,10 +32,9 @@ FORMULA = "busbw = algbw x 2(n-1)/n (nccl-tests doc/PERFORMANCE.md)"
 
 def measure(inventory: Path, names: list[str]) -> dict[str, Any]:
     """Run the all-reduce on these hosts; its report (backend, world, bytes, seconds per repetition)."""
-    opts = launch_options.build(script=str(SCRIPT), inventory=str(inventory), hosts=",".join(names))
     with console.job_lines_on_stderr():  # stdout carries only what check is asked for (--json)
-        job_id = launch_flow.launch(opts)
-    log = jobs.load(job_id).log_path(names[0])
+        job_id = launch.run_job(SCRIPT, inventory, names)
+    log = launch.job_log(job_id, names[0])
     for line in reversed(log.read_text(errors="replace").splitlines()):
         if MARK in line:
             report: dict[str, Any] = json.loads(line.split(MARK, 1)[1])

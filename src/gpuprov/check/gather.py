@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuprov import hosts, onhost, ssh
 from gpuprov.errors import GpuprovError
-from gpuprov.launch.remote import python_command
+from gpuprov.onhost import python_command
 
 PROBE_TIMEOUT_S = 150.0  # the env's `import torch` may take a minute on a cold disk
 

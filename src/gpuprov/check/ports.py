@@ -14,7 +14,7 @@ from gpuprov.check import expected
 from gpuprov.check.gather import Gathered, probe_code, system_python
 from gpuprov.check.results import Result, Status
 from gpuprov.errors import GpuprovError
-from gpuprov.launch.remote import python_command
+from gpuprov.onhost import python_command
 
 CONNECT_TIMEOUT_S = 3.0
 LISTEN_TIMEOUT_S = 30.0

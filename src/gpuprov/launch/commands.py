@@ -48,14 +48,9 @@ def launch(opts: options.LaunchOptions) -> None:
 
         sbatch.write(opts, given)
         return
-    if opts.scheduler == "slurm":
-        from gpuprov.launch import slurm
+    from gpuprov.launch import schedulers
 
-        slurm.launch(opts, given)
-        return
-    from gpuprov.launch import flow
-
-    flow.launch(opts)
+    schedulers.by_name(opts.scheduler).launch(opts, given)
 
 
 @click.command("jobs")

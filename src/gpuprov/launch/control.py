@@ -1,4 +1,8 @@
-"""Job control from this machine, from the job's record (no inventory needed): jobs, logs, stop."""
+"""Job control from this machine, from the job's record (no inventory needed): jobs, logs, stop.
+
+Each record goes to the scheduler that started the job (gpuprov.launch.schedulers); the jobs started over
+SSH are controlled here, through each host's agent.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import time
 
 from gpuprov import console, hosts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
-from gpuprov.launch import jobs, remote, slurm, stopping, stream
+from gpuprov.launch import jobs, remote, schedulers, stopping, stream
 from gpuprov.launch.attached import AttachedJob
 
 
@@ -93,7 +97,7 @@ def list_jobs() -> None:
     rows = []
     found, damaged = jobs.all_jobs()
     for job in found:
-        job, state = slurm.refresh(job) if job.slurm_job_id else (refresh(job), "")
+        job, state = schedulers.of_job(job).refresh(job)
         codes = ", ".join(f"{h}={'-' if c is None else c}" for h, c in job.exit_codes.items()) or "-"
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job.created))
         rows.append([job.id, ",".join(h.name for h in job.hosts), state or job.state, started, codes])
@@ -110,11 +114,13 @@ def list_jobs() -> None:
 
 
 def show_logs(job_id: str, follow: bool) -> None:
-    """`gpuprov logs JOB [-f]`: the hosts' logs (the local copies of an attached job that has ended)."""
+    """`gpuprov logs JOB [-f]`."""
     job = jobs.load(job_id)
-    if job.slurm_job_id:
-        slurm.show_logs(job, follow)
-        return
+    schedulers.of_job(job).show_logs(job, follow)
+
+
+def show_host_logs(job: jobs.Job, follow: bool) -> None:
+    """The logs of a job started over SSH (the local copies of an attached job that has ended)."""
     names = [h.name for h in job.hosts]
     if not follow and job.state in jobs.FINAL_STATES and not job.detach:
         printer = stream.Printer(names, {})
@@ -160,11 +166,13 @@ def show_logs(job_id: str, follow: bool) -> None:
 
 
 def stop_job(job_id: str) -> None:
-    """`gpuprov stop JOB`: stop it on every host; recorded as stopped once no process of it is left."""
+    """`gpuprov stop JOB`."""
     job = jobs.load(job_id)
-    if job.slurm_job_id:
-        slurm.stop(job)
-        return
+    schedulers.of_job(job).stop(job)
+
+
+def stop_on_hosts(job: jobs.Job) -> None:
+    """Stop a job started over SSH on every host; recorded as stopped once no process of it is left."""
     clients, problems = connect_all(job)
     try:
         # Recorded before any signal, so a client that sees the ranks exit from here on records `stopped`.

@@ -84,7 +84,7 @@ def _record(the_plan: Plan, opts: LaunchOptions) -> jobs.Job:
 def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> dict[str, push.Delivery]:
     """Every host's files, each host's receive.py left waiting to start the job; none started yet."""
     agent_code = onhost.path("agent.py").read_bytes()
-    torchrun_code = onhost.path("run_torchrun.py").read_bytes()  # what run.sh runs torchrun with
+    launcher_files = the_plan.launcher.host_files()  # what run.sh runs (run_torchrun.py)
     payload = the_plan.payload
     console.step(
         f"Pushing {len(payload.files)} file(s) ({payload.total_bytes / 1e6:.1f} MB) to ~/{job.remote_dir} "
@@ -96,7 +96,7 @@ def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> dict[str, p
         name = check.host.name
         extra = {
             "agent.py": agent_code,
-            "run_torchrun.py": torchrun_code,
+            **launcher_files,
             "run.sh": the_plan.scripts[name].encode(),
             "job_id": job.id.encode(),
             "grace": str(opts.grace_s).encode(),

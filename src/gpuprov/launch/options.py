@@ -17,6 +17,9 @@ from gpuprov import cli_options, host_options
 from gpuprov.cli_options import Param
 from gpuprov.errors import BadInput
 from gpuprov.launch.jobs import MAX_GRACE_S, valid_grace
+from gpuprov.launch.launchers import LAUNCHERS
+from gpuprov.launch.schedulers import DEFAULT as DEFAULT_SCHEDULER
+from gpuprov.launch.schedulers import NAMES as SCHEDULERS
 
 DEFAULT_MASTER_PORT = 29500
 MASTER_PORT_SEARCH = 100  # without --master-port: the first free port in 29500..29599
@@ -25,7 +28,7 @@ DEFAULT_MAX_FILE_MB = 10
 RDZV_CHOICES = ("static", "c10d")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by gpuprov itself for every job; a user value would break teardown or log prefixes.
-RESERVED_ENV = ("GPUPROV_JOB_ID", "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")
+RESERVED_ENV = ("GPUPROV_JOB_ID", *(n for each in LAUNCHERS.values() for n in each.reserved_env))
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,6 @@ class Nproc:
         return 1 if self.mode == "auto" else None
 
 
-SCHEDULERS = ("ssh", "slurm")
 _ENV_HELP = "Environment variable for the job (repeatable)."
 _ENV_FILE_HELP = "File of K=V lines for the job's environment."
 
@@ -315,7 +317,7 @@ class LaunchOptions:
     scheduler: str = cli_options.option(  # "slurm": submitted to Slurm (gpuprov.launch.slurm)
         "--scheduler",
         type=click.Choice(SCHEDULERS),
-        default="ssh",
+        default=DEFAULT_SCHEDULER,
         show_default=True,
         help="ssh: gpuprov starts torchrun on each host; slurm: submit with sbatch on the inventory's "
         "[slurm_controller] (srun + torchrun).",

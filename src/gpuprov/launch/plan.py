@@ -1,6 +1,7 @@
 """What a launch will do, decided before anything is pushed or started.
 
-options -> inventory + hosts -> preflight (all hosts at once) -> each host's torchrun command and script.
+options -> inventory + hosts -> preflight (all hosts at once, the environment's answers) -> each host's
+command and its launcher's script.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuprov import console, hosts
-from gpuprov.launch import jobs, options, preflight, push, remote, render, selection
+from gpuprov.launch import environments, jobs, launchers, options, preflight, push, remote, render, selection
+from gpuprov.launch.launchers import Launcher
 from gpuprov.launch.options import LaunchOptions
 
 
@@ -21,10 +23,13 @@ class Plan:
     commands: dict[str, render.HostCommand]
     scripts: dict[str, str]
     payload: push.Payload
+    launcher: Launcher
 
 
-def host_env(host: hosts.Host, user_env: dict[str, str], job_id: str, gpus: int) -> dict[str, str]:
-    """The job's environment on one host: the host's NIC choice, the user's --env, gpuprov's own."""
+def host_env(
+    host: hosts.Host, user_env: dict[str, str], job_id: str, gpus: int, launcher: Launcher
+) -> dict[str, str]:
+    """The job's environment on one host: its NIC choice, the user's --env, gpuprov's, the launcher's."""
     env: dict[str, str] = {}
     nccl_if = host.vars.get("nccl_socket_ifname") or host.vars.get("gpuprov_nccl_socket_ifname")
     gloo_if = host.vars.get("gloo_socket_ifname") or host.vars.get("gpuprov_gloo_socket_ifname") or nccl_if
@@ -36,7 +41,7 @@ def host_env(host: hosts.Host, user_env: dict[str, str], job_id: str, gpus: int)
     env["PYTHONUNBUFFERED"] = env.get("PYTHONUNBUFFERED", "1")
     env["GPUPROV_JOB_ID"] = job_id
     env["GPUPROV_GPUS"] = str(gpus)
-    env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = render.LOG_LINE_PREFIX_TEMPLATE
+    env.update(launcher.job_env())
     return env
 
 
@@ -47,7 +52,10 @@ def build_commands(
     master_addr: str,
     master_port: int,
     script_rel: str,
+    launcher: Launcher | None = None,
 ) -> dict[str, render.HostCommand]:
+    """Each host's part of the job, for its launcher's script (default: the default launcher's)."""
+    launcher = launcher or launchers.by_name(launchers.DEFAULT)
     job_dir = f"{remote.JOBS_DIR}/{job_id}"
     return {
         check.host.name: render.HostCommand(
@@ -64,21 +72,22 @@ def build_commands(
             master_port=master_port,
             rdzv=opts.rdzv,
             max_restarts=opts.max_restarts,
-            env=host_env(check.host, opts.env, job_id, check.gpus),
+            env=host_env(check.host, opts.env, job_id, check.gpus, launcher),
         )
         for rank, check in enumerate(checks)
     }
 
 
-def template_for(opts: LaunchOptions, host: hosts.Host) -> Path | None:
-    """The host's torchrun template: --template, else its gpuprov_torchrun_template (checked), else None."""
+def template_for(opts: LaunchOptions, host: hosts.Host, launcher: Launcher | None = None) -> Path | None:
+    """The host's script template: --template, else the launcher's inventory variable (checked), else None."""
     if opts.template is not None:
         return opts.template
-    given = host.vars.get("gpuprov_torchrun_template")
+    variable = (launcher or launchers.by_name(launchers.DEFAULT)).template_variable
+    given = host.vars.get(variable)
     if not given:
         return None
     path = Path(str(given)).expanduser()
-    label = f"{host.name}: gpuprov_torchrun_template {given}"
+    label = f"{host.name}: {variable} {given}"
     options.check_file(path, label, "give the path of a Jinja2 torchrun template in the inventory")
     render.load(path, label=label)
     return path
@@ -88,12 +97,15 @@ def plan(opts: LaunchOptions) -> Plan:
     """Check the input and every host (preflight); the plan holds the hosts' open SSH connections."""
     _, selected = selection.chosen(opts)
     master_addr = selection.master_address(selected[0], len(selected))
-    templates = {host.name: template_for(opts, host) for host in selected}
+    # The one launcher and the one environment today (no option chooses them yet).
+    launcher = launchers.by_name(launchers.DEFAULT)
+    environment = environments.by_name(environments.DEFAULT)
+    templates = {host.name: template_for(opts, host, launcher) for host in selected}
     hosts.check_ssh_files(selected, where="", fix="fix the path")
     payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
     console.step(f"Preflight on {len(selected)} host(s): {', '.join(h.name for h in selected)}")
     try:
-        checks = preflight.run(selected, master_addr, opts.master_port, opts.nproc)
+        checks = preflight.run(selected, master_addr, opts.master_port, opts.nproc, environment)
     except preflight.PreflightFailed as exc:
         if len(exc.problems) > 1:
             _problem_table(exc.problems, [h.name for h in selected])
@@ -101,18 +113,18 @@ def plan(opts: LaunchOptions) -> Plan:
     job_id = jobs.new_id()
     try:
         commands = build_commands(
-            job_id, opts, checks.checks, master_addr, checks.master_port, payload.script_rel
+            job_id, opts, checks.checks, master_addr, checks.master_port, payload.script_rel, launcher
         )
-        scripts = {name: render.torchrun_script(cmd, templates[name]) for name, cmd in commands.items()}
+        scripts = {name: launcher.host_script(cmd, templates[name]) for name, cmd in commands.items()}
     except BaseException:
         checks.close()
         raise
     for check in checks.checks:
         console.detail(
-            f"{check.host.name}: python {check.python}, torch {check.torch}, CUDA {check.cuda}, "
-            f"NCCL {check.nccl}, {check.gpus} GPU(s) -> {check.nproc} process(es)"
+            f"{check.host.name}: {environment.describe(check)}, "
+            f"{check.gpus} GPU(s) -> {check.nproc} process(es)"
         )
-    return Plan(job_id, selected, checks, commands, scripts, payload)
+    return Plan(job_id, selected, checks, commands, scripts, payload, launcher)
 
 
 def _problem_table(problems: list[str], names: list[str]) -> None:

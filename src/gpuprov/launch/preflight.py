@@ -1,42 +1,41 @@
 """Preflight: every check that can fail before any rank starts, on all hosts at once, all problems together.
 
-Per host: SSH (host key checked), the Python env (from the python_env role's fact file), `import torch`,
-torch / CUDA / NCCL versions, GPU count. Across hosts: versions agree, the master port is free on the
+Per host: SSH (host key checked), then what the job's environment answers (gpuprov.launch.environments:
+for host-python, the Python env from the python_env role's fact file, `import torch`, torch / CUDA / NCCL
+versions, GPU count). Across hosts: the environment's versions agree, the master port is free on the
 master, and every other host can open a TCP connection to the master's address and port. What runs on the
 hosts in Python is probe.py. Problems are counted by kind, and the worst decides the exit code (6, 7, 2).
 
-Round trips: one command per host (host_check_command). Its channel stays open to the end of preflight:
-on it the master then binds the port and every other host connects to it (they need the port the master
-found free), while a first `import torch` runs. The SSH connections stay open for the push and the start.
+Round trips: one command per host (the environment's host check). Its channel stays open to the end of
+preflight: on it the master then binds the port and every other host connects to it (they need the port
+the master found free), while a first `import torch` runs. The SSH connections stay open for the push and
+the start.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import shlex
 import threading
-from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpuprov import hosts, onhost, porttest, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
-from gpuprov.launch import remote
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Nproc
 
-FACT_FILE = "/etc/ansible/facts.d/gpuprov_python_env.fact"
-DEFAULT_PYTHON = "/opt/gpuprov/envs/train/bin/python"
+if TYPE_CHECKING:
+    from gpuprov.launch.environments import Environment
+
 REACH_TIMEOUT_S = 5.0
-IMPORT_TIMEOUT_S = 120.0
 
 
-def _probe_code() -> str:
+def probe_code() -> str:
     return onhost.program("probe.py")  # its programs for the hosts, stdlib only
 
 
 def probe_command(python: str, *args: str) -> str:
     """Run a probe.py command on a host with the env's python; the file's text goes as `python -c`."""
-    return remote.python_command(python, _probe_code(), *args)
+    return onhost.python_command(python, probe_code(), *args)
 
 
 # What a problem keeps from being true; the worst decides the exit code, as in bootstrap's preflight.
@@ -55,14 +54,14 @@ class Problem:
 class HostCheck:
     host: hosts.Host
     client: ssh.Client | None = None
-    python: str = DEFAULT_PYTHON
+    python: str = ""  # the environment's interpreter on the host, once its check has found it
     torch: str | None = None
     cuda: str | None = None
     nccl: str | None = None
     gpus: int = 0
     nproc: int = 0
     problems: list[Problem] = field(default_factory=list)
-    answers: _Sections | None = None  # its check's channel, open until preflight ends (a usable torch)
+    answers: Sections | None = None  # its check's channel, open until preflight ends (a usable torch)
     importing: bool = False  # an `import torch` runs on that channel
 
 
@@ -104,9 +103,22 @@ class PreflightFailed(GpuprovError):
         super().__init__(message, exit_code(problems))
 
 
-def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, nproc: Nproc) -> Preflight:
-    """All checks; returns open SSH connections, or raises PreflightFailed with every problem."""
-    checks = ssh.values(ssh.fan_out(selected, _check_host))
+def run(
+    selected: list[hosts.Host],
+    master_addr: str,
+    master_port: int | None,
+    nproc: Nproc,
+    environment: Environment | None = None,
+) -> Preflight:
+    """All checks; returns open SSH connections, or raises PreflightFailed with every problem.
+
+    environment: what the ranks run in (default: the default environment, host-python)."""
+    if environment is None:
+        from gpuprov.launch import environments
+
+        environment = environments.by_name(environments.DEFAULT)
+    env = environment
+    checks = ssh.values(ssh.fan_out(selected, lambda host: _check_host(host, env)))
     result = Preflight(checks, master_addr, master_port or 0)
     try:
         problems: list[Problem] = []
@@ -114,9 +126,9 @@ def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, n
             port, reach_problems = _master_port_and_reach(checks, master_addr, master_port)
             result.master_port = port
             problems += reach_problems
-        ssh.values(ssh.fan_out(checks, _finish_import))
+        ssh.values(ssh.fan_out(checks, env.finish_check))
         problems = [p for c in checks for p in c.problems] + problems
-        problems += _versions_agree([c for c in checks if c.torch is not None])
+        problems += env.disagreements([c for c in checks if c.torch is not None])
         for check in checks:
             if check.torch is None:
                 continue
@@ -139,7 +151,7 @@ def run(selected: list[hosts.Host], master_addr: str, master_port: int | None, n
     return result
 
 
-def _check_host(host: hosts.Host) -> HostCheck:
+def _check_host(host: hosts.Host, environment: Environment) -> HostCheck:
     check = HostCheck(host)
     try:
         check.client = ssh.connect(host)
@@ -153,7 +165,7 @@ def _check_host(host: hosts.Host) -> HostCheck:
         check.problems.append(Problem(NOT_READY, exc.message))
         return check
     try:
-        _probe(check)
+        environment.check_host(check)
     except BadInput as exc:  # an inventory value (gpuprov_gpu_count)
         check.problems.append(Problem(INPUT, f"{host.name}: {exc.message}"))
     except GpuprovError as exc:  # the SSH session broke
@@ -165,37 +177,9 @@ SECTION = "@@gpuprov "  # marks the sections of the host check's output (host_ch
 SMI_COMMAND = (
     "command -v nvidia-smi >/dev/null || exit 100; nvidia-smi --query-gpu=index --format=csv,noheader"
 )
-_FACT_PYTHON_SED = r's/^[[:space:]]*"python":[[:space:]]*"\([^"\\]*\)".*$/\1/p'
 
 
-def host_check_command(given_python: str | None, count_gpus: bool) -> str:
-    """One shell command for every check of one host, so that a host costs one round trip.
-
-    Sections, each `@@gpuprov NAME` ... `@@gpuprov end RC`: fact (the python_env role's fact file), smi
-    (nvidia-smi's GPU list, when the inventory does not give gpuprov_gpu_count), then python (the env's
-    python it used: gpuprov_python, else the one the fact file names, else the default) and check
-    (probe.py check with that python: look's line at once, import's later when it is needed).
-    """
-    q = shlex.quote
-    lines = [
-        f"echo '{SECTION}fact'; cat {q(FACT_FILE)} 2>&1; r=$?; echo; echo \"{SECTION}end $r\"",
-    ]
-    if count_gpus:
-        lines.append(f"echo '{SECTION}smi'; ( {SMI_COMMAND} ) 2>&1; r=$?; echo \"{SECTION}end $r\"")
-    if given_python:
-        lines.append(f"py={q(given_python)}")
-    else:
-        lines.append(
-            f"py=$(sed -n {q(_FACT_PYTHON_SED)} {q(FACT_FILE)} 2>/dev/null | head -n 1); "
-            f'[ -n "$py" ] || py={q(DEFAULT_PYTHON)}'
-        )
-    lines.append(f'echo "{SECTION}python $py"')
-    look = remote.python_command("PYTHON", _probe_code(), "check").replace("PYTHON", '"$py"', 1)
-    lines.append(f"echo '{SECTION}check'; {look} 2>&1; r=$?; echo \"{SECTION}end $r\"")
-    return "\n".join(lines) + "\n"
-
-
-class _Sections:
+class Sections:
     """The host check's output, read section by section as it arrives on its channel."""
 
     def __init__(self, channel: ssh.Channel) -> None:
@@ -247,148 +231,6 @@ class _Sections:
         return (self.other or ["no answer"])[-1].strip()
 
 
-def _probe(check: HostCheck) -> None:
-    assert check.client is not None
-    host = check.host
-    given = host.vars.get("gpuprov_gpu_count")
-    if given is not None:
-        try:
-            check.gpus = int(given)
-        except (TypeError, ValueError):
-            raise BadInput(f"gpuprov_gpu_count {given!r} is not a number; fix the inventory") from None
-    given_python = host.vars.get("gpuprov_python")
-    command = host_check_command(str(given_python) if given_python else None, count_gpus=given is None)
-    channel = ssh.open_channel(check.client, command, read_timeout=60)
-    try:
-        answers = _Sections(channel)
-        if not _read_checks(check, answers, given is None):
-            channel.close()
-            return
-    except ssh.SessionLost as exc:
-        channel.close()
-        cause = exc.cause
-        raise GpuprovError(f"SSH failed during the checks ({type(cause).__name__}: {cause})") from None
-    except BaseException:
-        channel.close()
-        raise
-
-
-def _no_env(check: HostCheck, text: str, fact_rc: int | None) -> Problem:
-    """Why the env's python gave no answer (text: what it printed instead)."""
-    name = check.host.name
-    if "No such file" in text or "not found" in text:
-        where = FACT_FILE if fact_rc == 0 else f"no {FACT_FILE}"
-        return Problem(
-            NOT_READY,
-            f"{name}: no Python env at {check.python} ({where}); run `gpuprov bootstrap` on it "
-            "first (or set gpuprov_python for the host)",
-        )
-    last = (text.strip().splitlines() or ["no answer"])[-1].strip()
-    return Problem(NOT_READY, f"{name}: {check.python} failed: {last}")
-
-
-def _look_again(check: HostCheck) -> _Sections:
-    """probe.py check on a channel of its own, with check.python."""
-    assert check.client is not None
-    command = probe_command(check.python, "check") + " 2>&1"
-    try:
-        return _Sections(ssh.open_channel(check.client, command, read_timeout=60))
-    except ssh.SessionLost as exc:  # not the reading's "SSH failed during the checks": its own message
-        raise GpuprovError(exc.message) from None
-
-
-def _read_checks(check: HostCheck, answers: _Sections, count_gpus: bool) -> bool:
-    """Read the host check's sections into check; True when its import is still running on the channel."""
-    host = check.host
-    name, _ = answers.section()
-    fact_lines, fact_rc = answers.until_end()
-    fact_python = fact_nccl = None
-    if fact_rc == 0:
-        try:
-            recorded = json.loads("\n".join(fact_lines))
-            fact_python, fact_nccl = recorded.get("python"), recorded.get("nccl_version")
-        except (ValueError, AttributeError):
-            check.problems.append(
-                Problem(NOT_READY, f"{host.name}: {FACT_FILE} is not valid JSON; re-run `gpuprov bootstrap`")
-            )
-            return False
-    smi: ssh.Result | None = None
-    if count_gpus:
-        answers.section()
-        smi_lines, smi_rc = answers.until_end()
-        smi = ssh.Result(smi_rc if smi_rc is not None else 255, "\n".join(smi_lines) + "\n", "")
-    name, _ = answers.section()
-    used = name.removeprefix("python ")
-    check.python = str(host.vars.get("gpuprov_python") or fact_python or DEFAULT_PYTHON)
-    answers.section()
-    first = answers.next_line()
-    if used != check.python:  # the shell read the fact file differently: look again with the right one
-        answers.channel.close()
-        answers = _look_again(check)
-        first = answers.next_line()
-    output = [first] if first is not None else []
-    info = None
-    while first is not None:
-        try:
-            info = json.loads(first)
-            break
-        except ValueError:
-            first = answers.next_line()
-            if first is not None:
-                output.append(first)
-    if info is None:
-        check.problems.append(_no_env(check, "\n".join(output), fact_rc))
-        return False
-    if "error" in info:
-        check.problems.append(
-            Problem(NOT_READY, f"{host.name}: the env {check.python} has no usable torch ({info['error']})")
-        )
-        return False
-    check.torch, check.cuda = info["torch"], info.get("cuda")
-    check.nccl = info.get("nccl") or fact_nccl
-    if smi is not None:
-        check.gpus = gpu_count(smi)
-    check.answers = answers
-    check.importing = not info.get("imported_before")
-    return True
-
-
-def _finish_import(check: HostCheck) -> None:
-    """End the host's check: wait for its `import torch`, whose versions replace those read from files."""
-    answers = check.answers
-    if answers is None:
-        return
-    check.answers = None
-    name = check.host.name
-    try:
-        answers.channel.shutdown_write()  # end of input: probe.py ends once its import has
-        if not check.importing:
-            return
-        answers.channel.settimeout(IMPORT_TIMEOUT_S)
-        if answers.import_line is None:
-            answers.ask("", ())  # to the end of its output: the import's line is kept on the way
-        info = json.loads((answers.import_line or "").removeprefix("import "))
-    except (ssh.SessionLost, ValueError):
-        check.problems.append(
-            Problem(
-                NOT_READY,
-                f"{name}: `import torch` with {check.python} did not report ({answers.last_other()})",
-            )
-        )
-        check.torch = None
-        return
-    finally:
-        answers.channel.close()
-    if "error" in info:
-        check.problems.append(
-            Problem(NOT_READY, f"{name}: the env {check.python} cannot import torch ({info['error']})")
-        )
-        check.torch = None
-        return
-    check.torch, check.cuda = info["torch"], info.get("cuda")
-    check.nccl = info.get("nccl") or check.nccl
-
-
 def gpu_count(smi: ssh.Result) -> int:
     """The GPUs in nvidia-smi's answer (SMI_COMMAND, its stderr with its stdout)."""
     # No nvidia-smi (100), or the driver finds no GPU: the messages of tests/recorded/nvidia-smi/error-no-*.
@@ -401,24 +243,6 @@ def gpu_count(smi: ssh.Result) -> int:
             "or re-run `gpuprov bootstrap` on it"
         )
     return len([line for line in smi.stdout.splitlines() if line.strip()])
-
-
-def _versions_agree(checks: list[HostCheck]) -> list[Problem]:
-    problems = []
-    for label, attr in (("torch", "torch"), ("CUDA (torch.version.cuda)", "cuda"), ("NCCL", "nccl")):
-        values = Counter(str(getattr(c, attr)) for c in checks)
-        if len(values) <= 1:
-            continue
-        common, _ = values.most_common(1)[0]
-        odd = [f"{c.host.name} has {getattr(c, attr)}" for c in checks if str(getattr(c, attr)) != common]
-        problems.append(
-            Problem(
-                NOT_READY,
-                f"{label} versions differ: {', '.join(odd)}, the other hosts {common}; "
-                "re-run `gpuprov bootstrap` so every host has the same env",
-            )
-        )
-    return problems
 
 
 def _master_listens(master: HostCheck, given_port: int | None, workers: int) -> tuple[int, list[Problem]]:

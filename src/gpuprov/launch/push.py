@@ -21,7 +21,6 @@ from pathlib import Path
 
 from gpuprov import onhost, ssh
 from gpuprov.errors import GpuprovError
-from gpuprov.launch import remote
 
 STORE_DIR = ".gpuprov/files"
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".venv"})
@@ -135,7 +134,7 @@ class Delivery:
 
 
 def receive_command(python: str, job_dir: str) -> str:
-    return remote.python_command(python, onhost.text("receive.py"), job_dir)
+    return onhost.python_command(python, onhost.text("receive.py"), job_dir)
 
 
 def push(

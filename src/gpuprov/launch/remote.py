@@ -12,10 +12,6 @@ from gpuprov.onhost.agent import EVENT_PREFIX
 JOBS_DIR = ".gpuprov/jobs"  # on each host, relative to the user's home
 
 
-def python_command(python: str, code: str, *args: str) -> str:
-    return " ".join(shlex.quote(part) for part in (python, "-c", code, *args))
-
-
 def home_path(rel: str) -> str:
     """A path under the remote user's home, for a shell command: only $HOME is expanded."""
     return '"$HOME"/' + shlex.quote(rel)

@@ -1,8 +1,9 @@
-"""The per-host torchrun script and the sbatch script, rendered from Jinja2 templates.
+"""Jinja2 rendering of the scripts a launcher writes: each host's script and the sbatch script.
 
-The default templates are templates/torchrun.sh.j2 and templates/sbatch.sh.j2. A user can render the
-per-host command from a template of their own with `--template FILE` or the inventory variable
-`gpuprov_torchrun_template` (per host or group); it gets the same variables (see `HostCommand`).
+What each host's script says is its launcher's (gpuprov.launch.launchers: torchrun's templates are
+templates/torchrun.sh.j2 and templates/sbatch.sh.j2). A user can render the per-host script from a template
+of their own with `--template FILE` or the launcher's inventory variable (`gpuprov_torchrun_template`, per
+host or group); it gets the same variables (see `HostCommand`).
 
 Templates run in Jinja2's immutable sandbox: a template (which can come from an inventory) renders text
 and cannot reach Python's internals, call unsafe methods or change the values it is given. It can
@@ -22,15 +23,10 @@ import jinja2.sandbox
 from gpuprov import resources
 from gpuprov.errors import BadInput
 
-TORCHRUN_TEMPLATE = "torchrun.sh.j2"
-SBATCH_TEMPLATE = "sbatch.sh.j2"
-# torchrun prefixes each worker's line with this (with --tee); the client maps it to host/rank.
-LOG_LINE_PREFIX_TEMPLATE = "[rank${rank}]:"
-
 
 @dataclass(frozen=True)
 class HostCommand:
-    """Everything the torchrun template sees for one host."""
+    """Everything a host's script template sees for one host."""
 
     job_id: str
     host: str
@@ -71,9 +67,7 @@ def _not_text(path: Path, exc: UnicodeDecodeError, label: str) -> BadInput:
     return BadInput(f"{label} line {line} is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8")
 
 
-def load(
-    path: Path | None, default_name: str = TORCHRUN_TEMPLATE, label: str | None = None
-) -> jinja2.Template:
+def load(path: Path | None, default_name: str = "", label: str | None = None) -> jinja2.Template:
     """The template at path (or gpuprov's own), compiled; BadInput for what a user's template gets wrong."""
     if path is None:
         return _environment(resources.data_dir("templates")).get_template(default_name)
@@ -99,10 +93,10 @@ def _template_line(exc: BaseException, template: jinja2.Template) -> int | None:
     return line
 
 
-def torchrun_script(command: HostCommand, template: Path | None = None) -> str:
-    """The bash script that runs this host's torchrun (what --dry-run prints)."""
-    where = str(template) if template is not None else f"templates/{TORCHRUN_TEMPLATE}"
-    compiled = load(template)
+def host_script(command: HostCommand, template: Path | None, default_name: str) -> str:
+    """A host's script from the user's template, else from gpuprov's own templates/default_name."""
+    where = str(template) if template is not None else f"templates/{default_name}"
+    compiled = load(template, default_name)
     values = {name: getattr(command, name) for name in command.__dataclass_fields__}
     try:
         return compiled.render(**values, backend_hint=command.backend_hint, template_name=where)
@@ -136,13 +130,3 @@ class SbatchJob:
     file_name: str
     # True: workdir is relative to the directory sbatch is run in (gpuprov launch --scheduler slurm).
     workdir_relative: bool = False
-
-
-def sbatch_script(job: SbatchJob) -> str:
-    """An sbatch script that runs the same job with srun + torchrun (c10d rendezvous on the first node)."""
-    fields = {name: getattr(job, name) for name in job.__dataclass_fields__}
-    # 'gpu' and 'auto': one process per GPU Slurm gave the node (1 without GPUs).
-    fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else '"${SLURM_GPUS_ON_NODE:-1}"'
-    quoted = shlex.quote(job.workdir)
-    fields["workdir_expr"] = f'"$SLURM_SUBMIT_DIR"/{quoted}' if job.workdir_relative else quoted
-    return load(None, SBATCH_TEMPLATE).render(**fields)

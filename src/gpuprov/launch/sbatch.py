@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpuprov import console, hosts
 from gpuprov.errors import BadInput
-from gpuprov.launch import preflight, render, selection
+from gpuprov.launch import environments, launchers, render, selection
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
 
 
@@ -29,7 +29,8 @@ def build(opts: LaunchOptions, argv: list[str]) -> str:
         else str(opts.script)
     )
     target = opts.emit_sbatch or Path("job.sbatch")
-    return render.sbatch_script(job(opts, argv, node_count(opts), str(workdir), script, target.name))
+    the_job = job(opts, argv, node_count(opts), str(workdir), script, target.name)
+    return launchers.by_name(launchers.DEFAULT).sbatch_script(the_job)
 
 
 def job(
@@ -46,7 +47,7 @@ def job(
         job_name=f"gpuprov-{opts.script.stem}",
         nnodes=nnodes,
         nproc=str(opts.nproc),
-        python=preflight.DEFAULT_PYTHON,
+        python=environments.by_name(environments.DEFAULT).default_python,
         workdir=workdir,
         script=script,
         script_args=opts.script_args,

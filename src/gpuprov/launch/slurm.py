@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gpuprov import console, hosts, interrupts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
-from gpuprov.launch import jobs, preflight, push, render, sbatch, selection, stream
+from gpuprov.launch import environments, jobs, launchers, push, sbatch, selection, stream
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
 
 CONTROLLER_GROUP = "slurm_controller"
@@ -94,13 +94,18 @@ def default_partition(client: ssh.Client, controller: str) -> Partition:
     return Partition(name, sorted(set(nodes)))
 
 
+def _python() -> str:
+    """The environment's python on the hosts (Slurm starts the job: no preflight asked them)."""
+    return environments.by_name(environments.DEFAULT).default_python
+
+
 # ----- submitting ----------------------------------------------------------------------------------------
 
 
 def sbatch_text(opts: LaunchOptions, nnodes: int, argv: list[str], script: str) -> str:
     """The sbatch script for this job; srun runs torchrun on `script` in work/ beside it."""
     job = sbatch.job(opts, argv, nnodes, "work", script, SBATCH_FILE, workdir_relative=True)
-    return render.sbatch_script(job)
+    return launchers.by_name(launchers.DEFAULT).sbatch_script(job)
 
 
 def launch(opts: LaunchOptions, argv: list[str]) -> str:
@@ -125,39 +130,10 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
             if n != controller_host.name
         ]
         payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
-        job = jobs.Job(
-            id=jobs.new_id(),
-            script=payload.script_rel,
-            args=list(opts.script_args),
-            hosts=[
-                jobs.JobHost.of(h, python=preflight.DEFAULT_PYTHON, node_rank=rank, nproc=1)
-                for rank, h in enumerate(targets)
-            ],
-            master=f"{part.name}:{opts.master_port or DEFAULT_MASTER_PORT}",
-            detach=opts.detach,
-            grace_s=opts.grace_s,
-            state=jobs.STARTING,
-            slurm_controller=controller_host.name,
-        )
-        job.save()
+        job = _record(opts, targets, part, payload)
         text = sbatch_text(opts, nnodes, argv, payload.script_rel)
         console.step(f"Pushing {len(payload.files)} file(s) to ~/{job.remote_dir} on {len(targets)} host(s)")
-        try:
-            _push_all(targets, ctl, controller_host.name, job, payload, text)
-            submitted = ssh.run(
-                ctl,
-                f"cd {shlex.quote(job.remote_dir)} && sbatch --parsable --nodes={nnodes} "
-                f"--job-name=gpuprov-{job.id} --output={OUTPUT_FILE} {SBATCH_FILE}",
-            )
-        except BaseException:
-            job.finish("failed", {})
-            raise
-        slurm_id = submitted.stdout.strip().split(";")[0]
-        if submitted.rc != 0 or not slurm_id.isdigit():
-            job.finish("failed", {})
-            raise GpuprovError(
-                f"sbatch on {controller_host.name} refused job {job.id}: {submitted.last_line}"
-            )
+        slurm_id = _push_and_submit(targets, ctl, job, payload, text, nnodes)
         job.slurm_job_id = slurm_id
         job.mark(jobs.RUNNING)  # saves the record with Slurm's id
         console.success(f"Job {job.id} submitted to Slurm as job {slurm_id} on {controller_host.name}")
@@ -168,6 +144,51 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
             return job.id
         follow_to_end(job, ctl)
         return job.id
+
+
+def _record(
+    opts: LaunchOptions, targets: list[hosts.Host], part: Partition, payload: push.Payload
+) -> jobs.Job:
+    """The job's record, saved as starting: the controller first, then the partition's nodes."""
+    job = jobs.Job(
+        id=jobs.new_id(),
+        script=payload.script_rel,
+        args=list(opts.script_args),
+        hosts=[
+            jobs.JobHost.of(h, python=_python(), node_rank=rank, nproc=1) for rank, h in enumerate(targets)
+        ],
+        master=f"{part.name}:{opts.master_port or DEFAULT_MASTER_PORT}",
+        detach=opts.detach,
+        grace_s=opts.grace_s,
+        state=jobs.STARTING,
+        slurm_controller=targets[0].name,
+    )
+    job.save()
+    return job
+
+
+def _push_and_submit(
+    targets: list[hosts.Host], ctl: ssh.Client, job: jobs.Job, payload: push.Payload, text: str, nnodes: int
+) -> str:
+    """Push the job's files to every host, then sbatch on the controller; Slurm's job id.
+
+    The job is recorded as failed when either fails."""
+    controller = targets[0].name
+    try:
+        _push_all(targets, ctl, controller, job, payload, text)
+        submitted = ssh.run(
+            ctl,
+            f"cd {shlex.quote(job.remote_dir)} && sbatch --parsable --nodes={nnodes} "
+            f"--job-name=gpuprov-{job.id} --output={OUTPUT_FILE} {SBATCH_FILE}",
+        )
+    except BaseException:
+        job.finish("failed", {})
+        raise
+    slurm_id = submitted.stdout.strip().split(";")[0]
+    if submitted.rc != 0 or not slurm_id.isdigit():
+        job.finish("failed", {})
+        raise GpuprovError(f"sbatch on {controller} refused job {job.id}: {submitted.last_line}")
+    return slurm_id
 
 
 def _inventory_host(inventory: hosts.Inventory, name: str, what: str) -> hosts.Host:
@@ -212,7 +233,7 @@ def _deliver(
     host: str, client: ssh.Client, job_dir: str, payload: push.Payload, extra: dict[str, bytes]
 ) -> None:
     """Copy the job's files to the host; Slurm starts the job, so the push's channel starts nothing."""
-    push.push(host, client, preflight.DEFAULT_PYTHON, job_dir, payload, extra).cancel()
+    push.push(host, client, _python(), job_dir, payload, extra).cancel()
 
 
 # ----- following ---------------------------------------------------------------------------------------

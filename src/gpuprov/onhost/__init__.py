@@ -24,6 +24,7 @@ This module itself runs on the controller only: it finds the files and builds th
 from __future__ import annotations
 
 import functools
+import shlex
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -53,3 +54,8 @@ def program(name: str) -> str:
         raise ValueError(f"{name} must import the host socket helpers with exactly {SOCKETS_IMPORT!r}")
     body = text("sockets.py").split("from __future__ import annotations\n", 1)[1]  # the program has its own
     return source.replace(SOCKETS_IMPORT, body, 1)
+
+
+def python_command(python: str, code: str, *args: str) -> str:
+    """The shell command that runs a program's text (e.g. program()'s) as `python -c` with args, quoted."""
+    return " ".join(shlex.quote(part) for part in (python, "-c", code, *args))

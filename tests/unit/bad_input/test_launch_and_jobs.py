@@ -23,8 +23,11 @@ import pytest
 from gpuprov import hosts
 from gpuprov.errors import BadInput
 from gpuprov.launch import jobs, options, plan, push, remote, render, stream
+from gpuprov.launch.launchers.torchrun import Torchrun
 from tests.unit import in_process
 from tests.unit.bad_input.commands import one_error, real_gpuprov
+
+TORCHRUN = Torchrun()
 
 JOB = "20250101-120000-abcd"
 
@@ -202,7 +205,7 @@ def test_templates_cannot_reach_python(tmp_path: Path, expression: str) -> None:
     template = tmp_path / "torchrun.sh.j2"
     template.write_text(f"#!/usr/bin/env bash\n{expression}\n")
     with pytest.raises(BadInput, match=rf"template {template} line 2: .*unsafe") as info:
-        render.torchrun_script(_command(), template)
+        TORCHRUN.host_script(_command(), template)
     assert "\n" not in info.value.message
 
 
@@ -317,7 +320,7 @@ def test_template_that_includes_what_is_not_beside_it(tmp_path: Path, statement:
     template = tmp_path / "t" / "torchrun.sh.j2"
     template.write_text(f"#!/usr/bin/env bash\n{statement}\n")
     with pytest.raises(BadInput, match=rf"template {template}: .* not found in {tmp_path}/t") as info:
-        render.torchrun_script(_command(), template)
+        TORCHRUN.host_script(_command(), template)
     assert "\n" not in info.value.message
 
 
@@ -333,7 +336,7 @@ def test_template_that_fails_while_rendering(tmp_path: Path, expression: str, er
     template = tmp_path / "torchrun.sh.j2"
     template.write_text(f"#!/usr/bin/env bash\n\n{expression}\n")
     with pytest.raises(BadInput, match=rf"template {template} line 3: .*{error}"):
-        render.torchrun_script(_command(), template)
+        TORCHRUN.host_script(_command(), template)
 
 
 def test_template_that_is_not_text(work: Path) -> None:

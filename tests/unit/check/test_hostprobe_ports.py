@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from gpuprov.check.gather import probe_code
-from gpuprov.launch.remote import python_command
+from gpuprov.onhost import python_command
 
 PYTHONS = [sys.executable] + ([p] if (p := shutil.which("python3", path="/usr/bin")) else [])
 

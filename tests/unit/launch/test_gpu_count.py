@@ -13,6 +13,7 @@ import pytest
 from gpuprov import ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import preflight
+from gpuprov.launch.environments import host_python
 
 RECORDED = Path(__file__).parents[2] / "recorded" / "nvidia-smi"
 
@@ -22,7 +23,7 @@ def count(monkeypatch: pytest.MonkeyPatch, rc: int, stdout: str) -> int:
     fake = f"nvidia-smi() {{ printf '%s' {shlex.quote(stdout)}; return {rc}; }}\n"
     if rc == 100:  # no nvidia-smi on the host at all
         fake = "command() { return 1; }\n"
-    command = preflight.host_check_command("/nonexistent/python", count_gpus=True)
+    command = host_python.host_check_command("/nonexistent/python", count_gpus=True)
     smi_line = next(line for line in command.splitlines() if "smi'" in line)
     assert "nvidia-smi --query-gpu=index --format=csv,noheader" in smi_line
     out = subprocess.run(["bash", "-c", fake + smi_line], capture_output=True, text=True).stdout

@@ -10,6 +10,9 @@ import pytest
 from gpuprov import hosts
 from gpuprov.errors import BadInput
 from gpuprov.launch import options, plan, preflight, render, sbatch
+from gpuprov.launch.launchers.torchrun import Torchrun
+
+TORCHRUN = Torchrun()
 
 
 def _check(name: str, gpus: int, nproc: int, **vars: str) -> preflight.HostCheck:
@@ -48,7 +51,7 @@ def test_command_building_per_host() -> None:
 
 
 def test_static_script_content() -> None:
-    text = render.torchrun_script(_commands(env={"FOO": "bar baz"})["node2"])
+    text = TORCHRUN.host_script(_commands(env={"FOO": "bar baz"})["node2"], None)
     assert 'cd "$HOME"/.gpuprov/jobs/20250101-000000-abcd/work' in text
     assert "export FOO='bar baz'" in text
     assert "export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}]:'" in text
@@ -66,7 +69,7 @@ def test_static_script_content() -> None:
 
 
 def test_c10d_script_content() -> None:
-    text = render.torchrun_script(_commands(rdzv="c10d")["node1"])
+    text = TORCHRUN.host_script(_commands(rdzv="c10d")["node1"], None)
     assert "--rdzv-backend c10d" in text
     assert "--rdzv-endpoint 10.0.0.1:29501" in text
     assert "--rdzv-id 20250101-000000-abcd" in text
@@ -77,7 +80,7 @@ def test_c10d_script_content() -> None:
 def test_user_template(tmp_path: Path) -> None:
     template = tmp_path / "mine.sh.j2"
     template.write_text("echo {{ host }} {{ node_rank }} {{ nproc }} {{ script | q }}\n")
-    text = render.torchrun_script(_commands()["node2"], template)
+    text = TORCHRUN.host_script(_commands()["node2"], template)
     assert text == "echo node2 1 8 sub/x.py\n"
 
 
@@ -85,11 +88,11 @@ def test_user_template_errors(tmp_path: Path) -> None:
     broken = tmp_path / "broken.j2"
     broken.write_text("{% if %}\n")
     with pytest.raises(BadInput, match=r"broken\.j2 line 1"):
-        render.torchrun_script(_commands()["node1"], broken)
+        TORCHRUN.host_script(_commands()["node1"], broken)
     unknown = tmp_path / "unknown.j2"
     unknown.write_text("{{ no_such_variable }}\n")
     with pytest.raises(BadInput, match="no_such_variable"):
-        render.torchrun_script(_commands()["node1"], unknown)
+        TORCHRUN.host_script(_commands()["node1"], unknown)
 
 
 def test_sbatch_content(tmp_path: Path) -> None:

@@ -1,0 +1,60 @@
+"""What other packages may use of launch (check and bench run their jobs through it); nothing else is public.
+
+check and bench run a program on hosts as an ordinary launch job (preflight, push, live prefixed logs,
+fail-fast teardown, a job record) and read its result from a host's log. tests/unit/test_architecture.py
+keeps every other module of gpuprov.launch private to launch. The flow (and paramiko with it) is imported
+only when a job runs, so that importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpuprov import hosts
+from gpuprov.launch import jobs, selection
+from gpuprov.launch.options import Nproc
+from gpuprov.launch.selection import HostChoice
+
+__all__ = ["AUTO", "HostChoice", "Nproc", "choose_hosts", "job_log", "run_job"]
+
+AUTO = Nproc("auto")  # one process per GPU, or 1 on a host without GPUs
+
+
+def choose_hosts(opts: HostChoice) -> tuple[hosts.Inventory, list[hosts.Host]]:
+    """The inventory (narrowed by --limit) and the hosts --hosts or --nodes pick from it (the first: master).
+
+    BadInput (an unknown host, --nodes past the inventory) before any SSH."""
+    return selection.chosen(opts)
+
+
+def run_job(
+    script: Path,
+    inventory: Path,
+    host_names: Sequence[str],
+    *,
+    nproc: Nproc = AUTO,
+    script_args: Sequence[str] = (),
+    workdir: Path | None = None,
+) -> str:
+    """Run script on the named hosts (in that order) as one attached launch job; return its id.
+
+    GpuprovError when the job failed (its hosts are stopped), KeyboardInterrupt on Ctrl-C, as `gpuprov
+    launch` itself."""
+    from gpuprov.launch import flow
+    from gpuprov.launch.options import LaunchOptions
+
+    opts = LaunchOptions(
+        script=script,
+        script_args=tuple(script_args),
+        inventory=inventory,
+        hosts=tuple(host_names),
+        nproc=nproc,
+        workdir=workdir,
+    )
+    return flow.launch(opts)
+
+
+def job_log(job_id: str, host: str) -> Path:
+    """The local copy of a job's output from one host (what its ranks printed, prefixed host/rank)."""
+    return jobs.load(job_id).log_path(host)

@@ -1,0 +1,50 @@
+"""torchrun (torch.distributed.run) on each host: templates/torchrun.sh.j2, and srun + torchrun for Slurm.
+
+Each host's run.sh runs run_torchrun.py (gpuprov.onhost) with the environment's python; it starts torchrun
+with --tee, whose per-line prefix (LOG_LINE_PREFIX_TEMPLATE) the client maps to host/rank. The sbatch
+script (templates/sbatch.sh.j2) starts one torchrun per node with srun, c10d rendezvous on the first.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpuprov import onhost
+
+if TYPE_CHECKING:  # render imports jinja2: only where a script is rendered
+    from gpuprov.launch.render import HostCommand, SbatchJob
+
+HOST_TEMPLATE = "torchrun.sh.j2"
+SBATCH_TEMPLATE = "sbatch.sh.j2"
+# torchrun prefixes each worker's line with this (with --tee); the client maps it to host/rank.
+LOG_LINE_PREFIX_TEMPLATE = "[rank${rank}]:"
+
+
+class Torchrun:
+    name = "torchrun"
+    template_variable = "gpuprov_torchrun_template"
+    reserved_env: tuple[str, ...] = ("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",)
+
+    def host_files(self) -> dict[str, bytes]:
+        return {"run_torchrun.py": onhost.path("run_torchrun.py").read_bytes()}  # what run.sh runs
+
+    def job_env(self) -> dict[str, str]:
+        return {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": LOG_LINE_PREFIX_TEMPLATE}
+
+    def host_script(self, command: HostCommand, template: Path | None) -> str:
+        from gpuprov.launch import render
+
+        return render.host_script(command, template, HOST_TEMPLATE)
+
+    def sbatch_script(self, job: SbatchJob) -> str:
+        """srun + torchrun, c10d rendezvous on the first node."""
+        from gpuprov.launch import render
+
+        fields = {name: getattr(job, name) for name in job.__dataclass_fields__}
+        # 'gpu' and 'auto': one process per GPU Slurm gave the node (1 without GPUs).
+        fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else '"${SLURM_GPUS_ON_NODE:-1}"'
+        quoted = shlex.quote(job.workdir)
+        fields["workdir_expr"] = f'"$SLURM_SUBMIT_DIR"/{quoted}' if job.workdir_relative else quoted
+        return render.load(None, SBATCH_TEMPLATE).render(**fields)
