@@ -130,7 +130,7 @@ def _apply(run: Run) -> dict[str, Any]:
     console.step(f"Applying {run.playbook.name} to {len(names)} host(s){mode}; forks={run.summary['forks']}")
     title = f"gpuprov {run.verb}: {run.playbook.name}{' (check mode)' if run.options.check else ''}"
     context = console.live(display.LiveProgress(tracker, title)) if live else contextlib.nullcontext()
-    with context:
+    with context, runs.private_files():  # Ansible's log and events in the run directory: the user's alone
         outcome = runner.execute(build_kwargs, tracker.handle, run.directory.log)
     run.directory.log(f"ansible-runner finished: status={outcome.status} rc={outcome.rc}")
     return _report(run, outcome, tracker, live)

@@ -8,11 +8,13 @@ written before it was there).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +40,13 @@ class RunDir:
         self.id = run_id or new_run_id()
         self.root = runs_dir()
         self.path = self.root / self.id
-        self.path.mkdir(parents=True, exist_ok=False)
-        os.chmod(self.path, 0o700)  # event data can hold host details; keep it to the user
-        self._log = open(self.path / LOG, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        # Event data and logs can hold host details and -e variable names: the user's alone, whatever
+        # the umask (files 0600, directories 0700; runner's own files are made under private_files()).
+        with private_files():
+            self.root.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.root, 0o700)
+            self.path.mkdir(exist_ok=False)
+            self._log = open(self.path / LOG, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
 
     def log(self, line: str) -> None:
         stamp = datetime.datetime.now().strftime("%H:%M:%S")
@@ -50,13 +56,24 @@ class RunDir:
     def write_summary(self, summary: dict[str, Any]) -> Path:
         target = self.path / SUMMARY
         tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
+        with private_files():
+            tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
         os.replace(tmp, target)
         return target
 
     def close(self) -> None:
         self._log.close()
         rotate(self.root, keep=KEEP_RUNS, current=self.id)
+
+
+@contextlib.contextmanager
+def private_files() -> Iterator[None]:
+    """Files and directories made inside are the user's alone (umask 077); the umask is restored after."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 def read_summary(path: Path, *, legacy_verb: str) -> dict[str, Any]:
