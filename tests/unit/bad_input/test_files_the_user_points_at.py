@@ -139,3 +139,46 @@ def test_run_records_are_private_to_the_user(
         assert _mode(path) == (0o700 if path.is_dir() else 0o600), path
     written = "".join(p.read_text() for p in run_dir.rglob("*") if p.is_file())
     assert SECRET not in written  # describe() logs the names of -e variables, never a value
+
+
+# ----- --env-file: the line number and the key, never the value ---------------------------------------
+
+# Lines of an env file that are not NAME=VALUE, each with the key its message names (None: the line has
+# no key to name) and SECRET where a careless message would quote it.
+BAD_ENV_LINES = {
+    "YAML style": (f"DB_PASSWORD: {SECRET}", "DB_PASSWORD"),
+    "a blank in the name": (f"DB PASSWORD={SECRET}", "DB PASSWORD"),
+    "a name starting with a digit": (f"1DB={SECRET}", "1DB"),
+    "a dash in the name": (f"db-password={SECRET}", "db-password"),
+    "no '=' at all": (SECRET, None),
+    "export without '='": (f"export DB_PASSWORD {SECRET}", None),
+    "an unclosed quote": (f"DB_PASSWORD='{SECRET}", "DB_PASSWORD"),
+    "a name gpuprov sets": (f"GPUPROV_JOB_ID={SECRET}", "GPUPROV_JOB_ID"),
+}
+
+
+@pytest.mark.parametrize(("line", "key"), BAD_ENV_LINES.values(), ids=BAD_ENV_LINES.keys())
+def test_an_env_file_error_names_the_line_and_key_not_the_value(
+    line: str, key: str | None, tmp_path: Path
+) -> None:
+    from gpuprov.launch import options
+
+    env_file = tmp_path / "job.env"
+    env_file.write_text(f"# the job's settings\nOK=1\n{line}\n")
+    with pytest.raises(BadInput) as info:
+        options.read_env_file(env_file)
+    message = info.value.message
+    assert message.startswith(f"--env-file {env_file} line 3"), message
+    assert SECRET not in message, message
+    if key is not None:
+        assert key in message, message
+
+
+def test_launch_refuses_the_env_file_in_one_line_without_the_value(work: Path) -> None:
+    (work / "job.env").write_text(f"DB_PASSWORD: {SECRET}\n")
+    result = in_process.gpuprov(
+        "launch", "-i", "inventory.ini", "--env-file", "job.env", "--dry-run", "train.py", cwd=work
+    )
+    line = one_error(result, ExitCode.BAD_INPUT)
+    assert line.startswith("error: --env-file job.env line 1") and "DB_PASSWORD" in line, line
+    assert SECRET not in result.stderr + result.stdout
