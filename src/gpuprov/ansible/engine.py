@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuprov import console, hosts
+from gpuprov import console, hosts, paths
 from gpuprov.ansible import arguments, display, runner, runs
 from gpuprov.ansible.arguments import Options
 from gpuprov.ansible.events import HostState, Tracker
@@ -64,6 +64,7 @@ def run_playbook(
     the exit code. `checks(run)`, when given, runs before Ansible: to stop the run it calls
     run.finish(status, code) and raises GpuprovError."""
     extravars, inventory, forks = _prepare(playbook, options)
+    paths.writable_state_dir(verb, need_mb=runs.ROOM_MB)  # after the input, before any host
     started = time.time()
     directory = RunDir()
     summary: dict[str, Any] = {

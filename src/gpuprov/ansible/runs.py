@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from gpuprov import paths
+from gpuprov.errors import EnvironmentProblem
 
 KEEP_RUNS = 20
+# Ansible's full log and every event of a run on many hosts: tens of MB. Checked before a run starts.
+ROOM_MB = 50
 SUMMARY = "summary.json"
 LOG = "gpuprov.log"
 VERB = "verb"  # summary.json's key for the verb that made the run
@@ -42,11 +45,15 @@ class RunDir:
         self.path = self.root / self.id
         # Event data and logs can hold host details and -e variable names: the user's alone, whatever
         # the umask (files 0600, directories 0700; runner's own files are made under private_files()).
-        with private_files():
-            self.root.mkdir(parents=True, exist_ok=True)
-            os.chmod(self.root, 0o700)
-            self.path.mkdir(exist_ok=False)
-            self._log = open(self.path / LOG, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        try:
+            with private_files():
+                self.root.mkdir(parents=True, exist_ok=True)
+                os.chmod(self.root, 0o700)
+                self.path.mkdir(exist_ok=False)
+                self._log = open(self.path / LOG, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        except OSError as exc:  # no half-made run directory left behind
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise _unwritable(self.path, exc) from None
 
     def log(self, line: str) -> None:
         stamp = datetime.datetime.now().strftime("%H:%M:%S")
@@ -56,14 +63,26 @@ class RunDir:
     def write_summary(self, summary: dict[str, Any]) -> Path:
         target = self.path / SUMMARY
         tmp = target.with_suffix(".tmp")
-        with private_files():
-            tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
-        os.replace(tmp, target)
+        try:
+            with private_files():
+                tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
+            os.replace(tmp, target)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise _unwritable(target, exc) from None
         return target
 
     def close(self) -> None:
         self._log.close()
         rotate(self.root, keep=KEEP_RUNS, current=self.id)
+
+
+def _unwritable(path: Path, exc: OSError) -> EnvironmentProblem:
+    return EnvironmentProblem(
+        f"cannot write {path}: {exc.strerror or exc}; free some room in the state dir {paths.state_dir()} "
+        "or make it writable"
+    )
 
 
 @contextlib.contextmanager

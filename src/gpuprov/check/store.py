@@ -20,6 +20,11 @@ def checks_dir() -> Path:
     return paths.state_dir() / "checks"
 
 
+def check_room() -> None:
+    """The state dir takes check's results (a few kB); EnvironmentProblem (exit 3) before any host if not."""
+    paths.writable_state_dir("check", need_mb=1)
+
+
 def save(summary: dict[str, Any]) -> Path:
     root = checks_dir()
     run_id = runs.new_run_id()
