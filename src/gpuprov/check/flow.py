@@ -81,7 +81,8 @@ def run(opts: CheckOptions) -> ExitCode:
     if opts.json:
         output.as_json(summary)
     output.show(results, verbose=opts.verbose)
-    console.info(f"Results: {where / store.RESULTS} ({summary['seconds']} s)")
+    if where is not None:
+        console.info(f"Results: {where / store.RESULTS} ({summary['seconds']} s)")
     return code
 
 

@@ -177,3 +177,15 @@ def test_a_summary_that_cannot_be_written_leaves_no_temporary_file(
         directory.write_summary({"status": "ok"})
     directory.close()
     assert sorted(p.name for p in directory.path.iterdir()) == [runs.LOG]
+
+
+def test_check_results_that_cannot_be_written_are_still_shown_and_leave_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpuprov.check import store
+
+    monkeypatch.setenv("GPUPROV_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(store.os, "replace", _no_room)
+    assert store.save({"exit_code": 1, "results": []}) is None
+    assert "the results were not saved" in capsys.readouterr().err
+    assert list(store.checks_dir().iterdir()) == []
