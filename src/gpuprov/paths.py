@@ -29,19 +29,13 @@ def writable_state_dir(verb: str, need_mb: int) -> Path:
     results) must not fail after it touched a host. Nothing is left behind. EnvironmentProblem (exit 3),
     one line, when it cannot be written or has too little room."""
     path = state_dir()
-    fix = "point GPUPROV_STATE_DIR at a writable directory"
-    where = path
-    while not where.exists() and where.parent != where:  # state_dir() checked it is not under a file
-        where = where.parent
+    where = nearest_existing(path)  # state_dir() checked it is a directory, not a file
     try:
-        # A file really written and removed: root passes os.access on a read-only mount or on sysfs.
-        fd, probe = tempfile.mkstemp(prefix=".gpuprov-write-test-", dir=where)
-        os.close(fd)
-        os.unlink(probe)
-        found = os.statvfs(where)
+        found = probe_write(where)
     except OSError as exc:
         raise EnvironmentProblem(
-            f"{verb}: the state dir {path} cannot be written ({exc.strerror or exc}); {fix}"
+            f"{verb}: the state dir {path} cannot be written ({exc.strerror or exc}); point "
+            "GPUPROV_STATE_DIR at a writable directory"
         ) from None
     free_mb = found.f_bavail * found.f_frsize // 2**20
     if free_mb < need_mb:
@@ -50,6 +44,22 @@ def writable_state_dir(verb: str, need_mb: int) -> Path:
             "or point GPUPROV_STATE_DIR at another disk"
         )
     return path
+
+
+def nearest_existing(path: Path) -> Path:
+    """path, or the nearest directory above it that exists (where `mkdir -p path` would begin)."""
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def probe_write(directory: Path) -> os.statvfs_result:
+    """Write a file in directory and remove it; its file system's figures. OSError when that fails: a
+    file really written, because root passes os.access on a read-only mount or on sysfs."""
+    fd, probe = tempfile.mkstemp(prefix=".gpuprov-write-test-", dir=directory)
+    os.close(fd)
+    os.unlink(probe)
+    return os.statvfs(directory)
 
 
 def cache_dir() -> Path:
