@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuprov import console, hosts, paths
-from gpuprov.ansible import arguments, display, runner, runs
+from gpuprov import console, hosts, paths, resources
+from gpuprov.ansible import arguments, display, runner, runs, tags
 from gpuprov.ansible.arguments import Options
 from gpuprov.ansible.events import HostState, Tracker
 from gpuprov.ansible.runs import RunDir
@@ -107,6 +107,7 @@ def _prepare(playbook: Path, options: Options) -> tuple[dict[str, Any], hosts.In
     forks = arguments.forks_for(len(inventory.hosts), options.forks)
     if not playbook.is_file():
         raise EnvironmentProblem(f"playbook {playbook} is missing; reinstall gpuprov")
+    tags.check(playbook, resources.data_dir("roles"), options.tags, options.skip_tags)
     return extravars, inventory, forks
 
 
