@@ -97,12 +97,12 @@ def read_env_file(path: Path, label: str | None = None) -> dict[str, str]:
         if not line or line.startswith("#"):
             continue
         line = line.removeprefix("export ").strip()
-        where = f"--env-file {label} line {number}"
-        name, value = _env_file_pair(line, where)
+        place = f"--env-file {label} line {number}"
+        name, value = _env_file_pair(line, place)
         try:
             words = shlex.split(value) if value.strip() else [""]
         except ValueError as exc:
-            raise BadInput(f"{where} ({name}): {exc}; quote the value as a shell would") from None
+            raise BadInput(f"{place} ({name}): {exc}; quote the value as a shell would") from None
         env[name] = " ".join(words)
     return env
 
