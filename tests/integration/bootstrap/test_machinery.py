@@ -49,6 +49,8 @@ def test_progress_summary_and_json(deb_sandbox: Sandbox) -> None:
     assert "TASK [Write the second marker]" in (run / "stdout").read_text()  # Ansible's full log
     assert any((run / "job_events").iterdir())
     assert "node1: " in (run / "gpuprov.log").read_text()
+    for path in [run, *run.rglob("*")]:  # Ansible's log and events too: the user's alone, whatever the umask
+        assert path.stat().st_mode & 0o777 == (0o700 if path.is_dir() else 0o600), path
     command_file = json.loads((run / "command").read_text())
     assert all(key.startswith(("ANSIBLE_", "PATH")) for key in command_file["env"])  # no stray secrets
     assert command_file["env"]["ANSIBLE_HOST_KEY_CHECKING"] == "True"
