@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpuprov import paths
+from gpuprov import console, paths
 from gpuprov.errors import EnvironmentProblem
 
 KEEP_RUNS = 20
@@ -43,6 +43,7 @@ class RunDir:
         self.id = run_id or new_run_id()
         self.root = runs_dir()
         self.path = self.root / self.id
+        self._log_lost = False
         # Event data and logs can hold host details and -e variable names: the user's alone, whatever
         # the umask (files 0600, directories 0700; runner's own files are made under private_files()).
         try:
@@ -56,9 +57,17 @@ class RunDir:
             raise _unwritable(self.path, exc) from None
 
     def log(self, line: str) -> None:
+        """One line of gpuprov.log. A disk that fills during the run costs the log, not the run (the
+        hosts are mid-task): one warning, and Ansible's own log goes on where it can."""
+        if self._log_lost:
+            return
         stamp = datetime.datetime.now().strftime("%H:%M:%S")
-        self._log.write(f"{stamp} {line}\n")
-        self._log.flush()
+        try:
+            self._log.write(f"{stamp} {line}\n")
+            self._log.flush()
+        except OSError as exc:
+            self._log_lost = True
+            console.warning(f"cannot write {self.path / LOG}: {exc.strerror or exc}; the run goes on")
 
     def write_summary(self, summary: dict[str, Any]) -> Path:
         target = self.path / SUMMARY
@@ -74,7 +83,8 @@ class RunDir:
         return target
 
     def close(self) -> None:
-        self._log.close()
+        with contextlib.suppress(OSError):  # what could not be flushed was warned about in log()
+            self._log.close()
         rotate(self.root, keep=KEEP_RUNS, current=self.id)
 
 

@@ -189,3 +189,30 @@ def test_check_results_that_cannot_be_written_are_still_shown_and_leave_nothing(
     assert store.save({"exit_code": 1, "results": []}) is None
     assert "the results were not saved" in capsys.readouterr().err
     assert list(store.checks_dir().iterdir()) == []
+
+
+class _FullFile:
+    """A log file on a disk that filled after it was opened."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def flush(self) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def close(self) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_run_log_that_fills_the_disk_warns_once_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GPUPROV_STATE_DIR", str(tmp_path / "state"))
+    directory = runs.RunDir()
+    directory._log.close()
+    monkeypatch.setattr(directory, "_log", _FullFile())
+    for n in range(3):
+        directory.log(f"task {n}")  # the hosts' work is under way: it must not end in a traceback
+    directory.close()
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "gpuprov.log" in line]
+    assert len(warnings) == 1 and "No space left on device" in warnings[0], warnings
