@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
-from gpuprov.errors import BadInput
+from gpuprov.errors import BadInput, EnvironmentProblem
 
 
 def _xdg(var: str, fallback: str) -> tuple[Path, str]:
@@ -20,6 +21,45 @@ def state_dir() -> Path:
         return _usable(Path(override), "GPUPROV_STATE_DIR")
     base, source = _xdg("XDG_STATE_HOME", ".local/state")
     return _usable(base / "gpuprov", source)
+
+
+def writable_state_dir(verb: str, need_mb: int) -> Path:
+    """The state dir, once a file could be written there (or, while it does not exist yet, in the directory
+    it will be made in) and `need_mb` MB are free there: what `verb` writes (run directories, job records,
+    results) must not fail after it touched a host. Nothing is left behind. EnvironmentProblem (exit 3),
+    one line, when it cannot be written or has too little room."""
+    path = state_dir()
+    where = nearest_existing(path)  # state_dir() checked it is a directory, not a file
+    try:
+        found = probe_write(where)
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"{verb}: the state dir {path} cannot be written ({exc.strerror or exc}); point "
+            "GPUPROV_STATE_DIR at a writable directory"
+        ) from None
+    free_mb = found.f_bavail * found.f_frsize // 2**20
+    if free_mb < need_mb:
+        raise EnvironmentProblem(
+            f"{verb}: the state dir {path} has {free_mb} MB free, {verb} needs {need_mb} MB; free some room "
+            "or point GPUPROV_STATE_DIR at another disk"
+        )
+    return path
+
+
+def nearest_existing(path: Path) -> Path:
+    """path, or the nearest directory above it that exists (where `mkdir -p path` would begin)."""
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def probe_write(directory: Path) -> os.statvfs_result:
+    """Write a file in directory and remove it; its file system's figures. OSError when that fails: a
+    file really written, because root passes os.access on a read-only mount or on sysfs."""
+    fd, probe = tempfile.mkstemp(prefix=".gpuprov-write-test-", dir=directory)
+    os.close(fd)
+    os.unlink(probe)
+    return os.statvfs(directory)
 
 
 def cache_dir() -> Path:

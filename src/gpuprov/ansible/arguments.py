@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import keyword
 import os
 import re
 import sys
@@ -92,15 +93,25 @@ def parse_extra_vars(items: Sequence[str]) -> dict[str, Any]:
         key = key.strip()
         if not sep or not key:
             raise BadInput(f"-e {item!r}: give KEY=VALUE or @FILE")
-        if not key.isidentifier():
+        if not is_variable_name(key):
             raise BadInput(f"-e {item!r}: {key!r} is not a valid variable name")
         result[key] = value
     return result
 
 
-def _vars_file(path: Path) -> dict[str, Any]:
-    import yaml
+NAME_RULE = "letters, digits and _, not starting with a digit"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+
+def is_variable_name(key: object) -> bool:
+    """Ansible's rule for a variable name (ansible.utils.vars.isidentifier): ASCII letters, digits and _,
+    not starting with a digit, not a Python keyword (True, None and the like included)."""
+    return isinstance(key, str) and _NAME.fullmatch(key) is not None and not keyword.iskeyword(key)
+
+
+def _vars_file(path: Path) -> dict[str, Any]:
+    """The variables of a -e @FILE. The file may be anything the user can read (-e @/etc/shadow): what is
+    not a mapping of variable names is refused by line number, and no message quotes the file's text."""
     try:
         if not path.is_file():
             raise BadInput(f"-e @{path}: no such file; give the path of a YAML or JSON file of variables")
@@ -111,18 +122,36 @@ def _vars_file(path: Path) -> dict[str, Any]:
         yaml_limits.check_text(text)  # before PyYAML builds it: an alias bomb or deep nesting
     except yaml_limits.TooLarge as exc:
         raise BadInput(f"-e @{path}: {exc}; gpuprov refuses to load it, simplify the file") from None
+    data = _checked_mapping(path, text)
+    return {str(k): v for k, v in data.items()}
+
+
+def _checked_mapping(path: Path, text: str) -> Mapping[str, Any]:
+    import yaml
+
+    what = "a variables file must be a mapping of variable names to values (YAML or JSON)"
     try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        # The parser quotes what it found ("found undefined alias 'x'"): the file's text, so left out.
+        problem = re.sub(r"'[^']*'|\"[^\"]*\"", "...", problem)
         raise BadInput(f"-e @{path}{where}: not valid YAML: {problem}") from None
     if data is None:
         return {}
-    if not isinstance(data, Mapping):
-        raise BadInput(f"-e @{path}: must be a mapping of variable names to values")
-    return {str(k): v for k, v in data.items()}
+    if not isinstance(node, yaml.MappingNode) or not isinstance(data, Mapping):
+        raise BadInput(f"-e @{path}: {what.removeprefix('a variables file ')}")
+    for key, _ in node.value:
+        merge = key.tag == "tag:yaml.org,2002:merge"
+        if not merge and not (key.tag == "tag:yaml.org,2002:str" and is_variable_name(key.value)):
+            raise BadInput(
+                f"-e @{path}: line {key.start_mark.line + 1}: the key is not a valid variable name "
+                f"({NAME_RULE}); {what}"
+            )
+    return data
 
 
 # ----- runner ------------------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuprov import console, hosts
-from gpuprov.ansible import arguments, display, runner, runs
+from gpuprov import console, hosts, paths, resources
+from gpuprov.ansible import arguments, display, runner, runs, tags
 from gpuprov.ansible.arguments import Options
 from gpuprov.ansible.events import HostState, Tracker
 from gpuprov.ansible.runs import RunDir
@@ -64,6 +64,7 @@ def run_playbook(
     the exit code. `checks(run)`, when given, runs before Ansible: to stop the run it calls
     run.finish(status, code) and raises GpuprovError."""
     extravars, inventory, forks = _prepare(playbook, options)
+    paths.writable_state_dir(verb, need_mb=runs.ROOM_MB)  # after the input, before any host
     started = time.time()
     directory = RunDir()
     summary: dict[str, Any] = {
@@ -106,6 +107,7 @@ def _prepare(playbook: Path, options: Options) -> tuple[dict[str, Any], hosts.In
     forks = arguments.forks_for(len(inventory.hosts), options.forks)
     if not playbook.is_file():
         raise EnvironmentProblem(f"playbook {playbook} is missing; reinstall gpuprov")
+    tags.check(playbook, resources.data_dir("roles"), options.tags, options.skip_tags)
     return extravars, inventory, forks
 
 
@@ -130,7 +132,7 @@ def _apply(run: Run) -> dict[str, Any]:
     console.step(f"Applying {run.playbook.name} to {len(names)} host(s){mode}; forks={run.summary['forks']}")
     title = f"gpuprov {run.verb}: {run.playbook.name}{' (check mode)' if run.options.check else ''}"
     context = console.live(display.LiveProgress(tracker, title)) if live else contextlib.nullcontext()
-    with context:
+    with context, runs.private_files():  # Ansible's log and events in the run directory: the user's alone
         outcome = runner.execute(build_kwargs, tracker.handle, run.directory.log)
     run.directory.log(f"ansible-runner finished: status={outcome.status} rc={outcome.rc}")
     return _report(run, outcome, tracker, live)

@@ -8,17 +8,22 @@ written before it was there).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpuprov import paths
+from gpuprov import console, paths
+from gpuprov.errors import EnvironmentProblem
 
 KEEP_RUNS = 20
+# Ansible's full log and every event of a run on many hosts: tens of MB. Checked before a run starts.
+ROOM_MB = 50
 SUMMARY = "summary.json"
 LOG = "gpuprov.log"
 VERB = "verb"  # summary.json's key for the verb that made the run
@@ -38,25 +43,66 @@ class RunDir:
         self.id = run_id or new_run_id()
         self.root = runs_dir()
         self.path = self.root / self.id
-        self.path.mkdir(parents=True, exist_ok=False)
-        os.chmod(self.path, 0o700)  # event data can hold host details; keep it to the user
-        self._log = open(self.path / LOG, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        self._log_lost = False
+        # Event data and logs can hold host details and -e variable names: the user's alone, whatever
+        # the umask (files 0600, directories 0700; runner's own files are made under private_files()).
+        try:
+            with private_files():
+                self.root.mkdir(parents=True, exist_ok=True)
+                os.chmod(self.root, 0o700)
+                self.path.mkdir(exist_ok=False)
+                self._log = open(self.path / LOG, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        except OSError as exc:  # no half-made run directory left behind
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise _unwritable(self.path, exc) from None
 
     def log(self, line: str) -> None:
+        """One line of gpuprov.log. A disk that fills during the run costs the log, not the run (the
+        hosts are mid-task): one warning, and Ansible's own log goes on where it can."""
+        if self._log_lost:
+            return
         stamp = datetime.datetime.now().strftime("%H:%M:%S")
-        self._log.write(f"{stamp} {line}\n")
-        self._log.flush()
+        try:
+            self._log.write(f"{stamp} {line}\n")
+            self._log.flush()
+        except OSError as exc:
+            self._log_lost = True
+            console.warning(f"cannot write {self.path / LOG}: {exc.strerror or exc}; the run goes on")
 
     def write_summary(self, summary: dict[str, Any]) -> Path:
         target = self.path / SUMMARY
         tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
-        os.replace(tmp, target)
+        try:
+            with private_files():
+                tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
+            os.replace(tmp, target)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise _unwritable(target, exc) from None
         return target
 
     def close(self) -> None:
-        self._log.close()
+        with contextlib.suppress(OSError):  # what could not be flushed was warned about in log()
+            self._log.close()
         rotate(self.root, keep=KEEP_RUNS, current=self.id)
+
+
+def _unwritable(path: Path, exc: OSError) -> EnvironmentProblem:
+    return EnvironmentProblem(
+        f"cannot write {path}: {exc.strerror or exc}; free some room in the state dir {paths.state_dir()} "
+        "or make it writable"
+    )
+
+
+@contextlib.contextmanager
+def private_files() -> Iterator[None]:
+    """Files and directories made inside are the user's alone (umask 077); the umask is restored after."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 def read_summary(path: Path, *, legacy_verb: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gpuprov import cli_options, host_options
+from gpuprov import cli_options, host_options, paths
 from gpuprov.errors import BadInput
 
 # The models node.py can build (models.MODELS; a unit test keeps the two lists equal) and their default
@@ -23,12 +23,30 @@ def _model(given: str) -> str:
     return given
 
 
+OUT_FILES = ("bench.json", "bench.csv", "bench.png")  # what report.write puts in --out
+
+
 def _out_dir(given: str | None) -> Path | None:
+    """--out, once bench could write its results there: found now, not after the whole ladder ran."""
     if given is None:
         return None
+    if not given.strip():  # Path("") is ".": the results would land wherever bench was started
+        raise BadInput(f"--out {given!r} is empty; give a directory for the results (made when missing)")
     out_dir = Path(given).expanduser()
-    if out_dir.exists() and not out_dir.is_dir():
-        raise BadInput(f"--out {given} is a file; give a directory for the JSON and CSV results")
+    where = paths.nearest_existing(out_dir)
+    if not where.is_dir():
+        below = "" if where == out_dir else f" is below {where}, which"
+        raise BadInput(f"--out {given}{below} is a file; give a directory for the results")
+    for name in OUT_FILES:
+        target = out_dir / name
+        if target.exists() and not target.is_file():
+            raise BadInput(f"--out {given}: {target} is not a regular file; remove it or give another --out")
+    try:
+        paths.probe_write(where)
+    except OSError as exc:
+        raise BadInput(
+            f"--out {given} cannot be written ({exc.strerror or exc}); give a directory you can write"
+        ) from None
     return out_dir
 
 

@@ -222,7 +222,10 @@ def write(doc: dict[str, Any], out: Path) -> list[Path]:
         written[1].write_text(csv_text(doc))
     except OSError as exc:
         raise GpuprovError(f"--out {out}: cannot write the results: {exc.strerror or exc}") from None
-    png = plot(doc, out / "bench.png")
+    try:
+        png = plot(doc, out / "bench.png")
+    except OSError as exc:  # checked before the run (bench/options.py); the disk may have filled since
+        raise GpuprovError(f"--out {out}: cannot write bench.png: {exc.strerror or exc}") from None
     if png is None:
         console.info(
             f"{out / 'bench.png'} not written: matplotlib is not installed (pip install 'gpuprov[plot]')"

@@ -55,6 +55,7 @@ def run(opts: CheckOptions) -> ExitCode:
     started = time.monotonic()
     started_at = _now()
     selected = _hosts(opts)  # every input problem is found here, before any host is contacted
+    store.check_room()  # and a state dir that cannot take the results
     keys = sorted({k for h in selected for k in expected.sysctls(h.vars)})
     console.step(f"Checking {len(selected)} host(s){' (quick)' if opts.quick else ''}")
     found = gather.gather(selected, keys)
@@ -80,7 +81,8 @@ def run(opts: CheckOptions) -> ExitCode:
     if opts.json:
         output.as_json(summary)
     output.show(results, verbose=opts.verbose)
-    console.info(f"Results: {where / store.RESULTS} ({summary['seconds']} s)")
+    if where is not None:
+        console.info(f"Results: {where / store.RESULTS} ({summary['seconds']} s)")
     return code
 
 

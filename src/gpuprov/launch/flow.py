@@ -25,6 +25,8 @@ from gpuprov.launch.plan import Plan, plan
 def launch(opts: LaunchOptions) -> str:
     """Run the job; return its id. GpuprovError (exit 1) when it failed; KeyboardInterrupt on Ctrl-C."""
     started = time.monotonic()
+    if not opts.dry_run:
+        jobs.check_room()  # before preflight connects: a record that cannot be written is found first
     the_plan = plan(opts)
     try:
         links = the_plan.payload.skipped_links

@@ -14,6 +14,7 @@ import math
 import os
 import re
 import secrets
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gpuprov import hosts, paths
-from gpuprov.errors import BadInput
+from gpuprov.errors import BadInput, EnvironmentProblem
 from gpuprov.launch import remote
 
 _ID_RE = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
@@ -39,6 +40,15 @@ def new_id() -> str:
 
 def jobs_root() -> Path:
     return paths.state_dir() / "jobs"
+
+
+# A job's record is small, but its hosts' output is kept beside it (<host>.log): room for a first screenful.
+RECORD_ROOM_MB = 10
+
+
+def check_room() -> None:
+    """The state dir takes a job record and its logs; EnvironmentProblem (exit 3) before any host if not."""
+    paths.writable_state_dir("launch", need_mb=RECORD_ROOM_MB)
 
 
 def is_job_id(text: str) -> bool:
@@ -135,12 +145,25 @@ class Job:
         return self.local_dir / f"{host}.log"
 
     def save(self) -> None:
+        """Write the record whole or not at all: a failed write (a full disk) leaves the last good record,
+        or for a first save no job directory, never a .job.json.tmp that `jobs` would list as damaged."""
         text = json.dumps(asdict(self), indent=2, allow_nan=False) + "\n"  # NaN is not JSON
-        _private_dir(self.local_dir)
+        first = not (self.local_dir / "job.json").exists()
         tmp = self.local_dir / ".job.json.tmp"
-        with open_private(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, self.local_dir / "job.json")
+        try:
+            _private_dir(self.local_dir)
+            with open_private(tmp, "w") as f:
+                f.write(text)
+            os.replace(tmp, self.local_dir / "job.json")
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+                if first and {p.name for p in self.local_dir.iterdir()} <= {".lock"}:
+                    shutil.rmtree(self.local_dir)
+            raise EnvironmentProblem(
+                f"cannot write the record of job {self.id} in {self.local_dir}: {exc.strerror or exc}; "
+                f"free some room in the state dir {paths.state_dir()} or make it writable"
+            ) from None
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, Any]]:

@@ -99,13 +99,32 @@ def read_env_file(path: Path, label: str | None = None) -> dict[str, str]:
         if not line or line.startswith("#"):
             continue
         line = line.removeprefix("export ").strip()
-        name, value = parse_env_pair(line, f"--env-file {label} line {number}")
+        place = f"--env-file {label} line {number}"
+        name, value = _env_file_pair(line, place)
         try:
             words = shlex.split(value) if value.strip() else [""]
         except ValueError as exc:
-            raise BadInput(f"--env-file {label} line {number}: {exc}") from None
+            raise BadInput(f"{place} ({name}): {exc}; quote the value as a shell would") from None
         env[name] = " ".join(words)
     return env
+
+
+def _env_file_pair(line: str, where: str) -> tuple[str, str]:
+    """NAME and VALUE of an env file's line. A file's lines may be secrets: a message names the line and
+    the key, never the value (nor a line with no '=', which has no key to tell from a value)."""
+    name, sep, _ = line.partition("=")
+    name = name.strip()
+    if not sep:
+        key = line.partition(":")[0].strip()
+        if ":" in line and _ENV_NAME.match(key):
+            raise BadInput(f"{where} ({key}) is 'NAME: VALUE'; write it as {key}=VALUE")
+        raise BadInput(f"{where} has no '=' (the line is not shown, it may hold a secret); write NAME=VALUE")
+    if not _ENV_NAME.match(name):
+        raise BadInput(
+            f"{where}: the name {name!r} is not valid; a name is letters, digits and '_', not starting with "
+            "a digit"
+        )
+    return parse_env_pair(line, where)
 
 
 def parse_grace(value: float | str) -> float:

@@ -114,6 +114,7 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
         raise BadInput("--hosts picks hosts for SSH launching; with --scheduler slurm give --nodes N")
     if opts.dry_run:
         raise BadInput("--dry-run is for SSH launching; --emit-sbatch FILE shows what Slurm would run")
+    jobs.check_room()  # before the controller is contacted
     inventory = hosts.load(selection.inventory_path(opts.inventory))
     controller_host = _inventory_host(inventory, controller_name(inventory.path), "the Slurm controller")
     with _connected(controller_host) as ctl:

@@ -30,6 +30,7 @@ MIRROR_HASH_LABEL = mirror.SERVED_LABEL
 STATE_LABEL = "gpuprov.state"  # the directory holding the sandbox's files (its login key, its inventory)
 DEFAULT_NODES = 2
 DEFAULT_OS = "debian12"
+STATE_ROOM_MB = 10  # a sandbox's state: its login key and inventory (kB); and the runs made on it
 USER = "gpuprov"
 USER_UID = 1000
 SSH_READY_TIMEOUT_S = 90
@@ -242,6 +243,7 @@ def up(sandbox: str, nodes: int | None, os_list: list[str] | None, slurm: bool =
     if nodes is not None:
         validate_node_count(nodes)
     files = files_for(sandbox)
+    paths.writable_state_dir("sandbox up", need_mb=STATE_ROOM_MB)  # keys, inventory: before any container
     docker.ensure_engine()
     current = existing_nodes(sandbox)
     the_plan = plan(sandbox, current, nodes, os_list)

@@ -30,7 +30,8 @@ LIMIT = ("--limit", "node1,node2", "-e", f"@{LOCK}")  # the lock passes prefligh
 
 
 def test_progress_summary_and_json(deb_sandbox: Sandbox) -> None:
-    result = bootstrap(deb_sandbox, *LIMIT, "--json", playbook=SMALL_PLAYBOOK)
+    secret = "hunter2-s3cret"  # an -e value: its name may be logged, never the value
+    result = bootstrap(deb_sandbox, *LIMIT, "--json", "-e", f"db_password={secret}", playbook=SMALL_PLAYBOOK)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)  # stdout holds only the JSON
     assert summary == result.summary()
@@ -49,6 +50,10 @@ def test_progress_summary_and_json(deb_sandbox: Sandbox) -> None:
     assert "TASK [Write the second marker]" in (run / "stdout").read_text()  # Ansible's full log
     assert any((run / "job_events").iterdir())
     assert "node1: " in (run / "gpuprov.log").read_text()
+    for path in [run, *run.rglob("*")]:  # Ansible's log and events too: the user's alone, whatever the umask
+        assert path.stat().st_mode & 0o777 == (0o700 if path.is_dir() else 0o600), path
+        assert path.is_dir() or secret.encode() not in path.read_bytes(), path
+    assert "db_password" in (run / "gpuprov.log").read_text() and secret not in result.stdout + result.stderr
     command_file = json.loads((run / "command").read_text())
     assert all(key.startswith(("ANSIBLE_", "PATH")) for key in command_file["env"])  # no stray secrets
     assert command_file["env"]["ANSIBLE_HOST_KEY_CHECKING"] == "True"
