@@ -250,12 +250,12 @@ class _Sections:
 def _probe(check: HostCheck) -> None:
     assert check.client is not None
     host = check.host
-    given = host.vars.get("gpuprov_gpu_count")
+    try:
+        given = hosts.gpu_count(host.vars)
+    except ValueError as exc:
+        raise BadInput(f"{exc}; fix the inventory") from None
     if given is not None:
-        try:
-            check.gpus = int(given)
-        except (TypeError, ValueError):
-            raise BadInput(f"gpuprov_gpu_count {given!r} is not a number; fix the inventory") from None
+        check.gpus = given
     given_python = host.vars.get("gpuprov_python")
     command = host_check_command(str(given_python) if given_python else None, count_gpus=given is None)
     channel = ssh.open_channel(check.client, command, read_timeout=60)
