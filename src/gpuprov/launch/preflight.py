@@ -267,7 +267,9 @@ def _probe(check: HostCheck) -> None:
     except ssh.SessionLost as exc:
         channel.close()
         cause = exc.cause
-        raise GpuprovError(f"SSH failed during the checks ({type(cause).__name__}: {cause})") from None
+        raise GpuprovError(
+            f"SSH failed during the checks ({type(cause).__name__}: {ssh.reason(cause)})"
+        ) from None
     except BaseException:
         channel.close()
         raise
@@ -430,7 +432,9 @@ def _master_listens(master: HostCheck, given_port: int | None, workers: int) -> 
         head = master.answers.ask(listen, ("port ", "busy")) or ""
     except ssh.SessionLost as exc:
         return 0, [
-            Problem(UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({exc.cause})")
+            Problem(
+                UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({ssh.reason(exc.cause)})"
+            )
         ]
     if not head:
         return 0, [
@@ -471,7 +475,7 @@ def _master_port_and_reach(
         try:
             answer = check.answers.ask(command, ("ok", "error ")) or f"error {check.answers.last_other()}"
         except ssh.SessionLost as exc:
-            answer = f"error SSH failed ({exc.cause})"
+            answer = f"error SSH failed ({ssh.reason(exc.cause)})"
         with lock:
             answers[probe] = answer.removeprefix("error ")
 
