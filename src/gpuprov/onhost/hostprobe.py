@@ -288,8 +288,10 @@ def collect(request: dict[str, object]) -> dict[str, object]:
         "modules": _loaded_modules(),
     }
     smi = "nvidia-smi"
-    data["smi_q"] = _run([smi, "-q"])
-    data["smi_nvlink"] = _run([smi, "nvlink", "--status"])
+    smi_q = _run([smi, "-q"])
+    data["smi_q"] = smi_q
+    # An nvidia-smi that hung once hangs again: not a second one stuck on the host, nor another wait.
+    data["smi_nvlink"] = dict(smi_q) if smi_q.get("timeout") else _run([smi, "nvlink", "--status"])
     data["ibstat"] = _run(["ibstat"])
     env = _run([python, "-c", _program(request, "env_probe")], timeout=120)
     data["env"] = env

@@ -93,6 +93,8 @@ def test_a_hung_nvidia_smi_is_killed_with_its_children_and_could_not_run(tmp_pat
         data = collect(tmp_path, tool_timeout=1)
         assert time.monotonic() - started < 60
         assert data["smi_q"]["timeout"] == 1 and data["smi_q"]["rc"] is None
+        assert data["smi_nvlink"]["timeout"] == 1
+        assert len(pids.read_text().split()) == 2, "nvidia-smi was started again after it hung"
         time.sleep(0.5)
         left = [int(p) for p in pids.read_text().split() if _alive(int(p))]
         assert left == [], "the hung nvidia-smi (or its child) was left running"
