@@ -68,7 +68,8 @@ class CheckOptions:
         "-e",
         "--extra-vars",
         multiple=True,
-        help="KEY=VALUE or @FILE (YAML/JSON), over the inventory's variables (e.g. -e @lock.yml).",
+        help="KEY=VALUE or @FILE (YAML/JSON), over the inventory's variables (e.g. -e @lock.yml); not "
+        "the SSH settings (ansible_port, ansible_host, ansible_user: the inventory's).",
         parse=_extra_vars,
     )
     verbose: bool = False  # -v of gpuprov itself (finish)
