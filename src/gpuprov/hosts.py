@@ -481,6 +481,41 @@ def _truthy(value: Any) -> bool:
     return bool(value)
 
 
+# What _host() and _known_hosts() read: how gpuprov reaches a host (a test keeps the list complete).
+CONNECTION_VARIABLES = (
+    "ansible_port",
+    "ansible_ssh_port",
+    "ansible_host",
+    "ansible_ssh_host",
+    "ansible_user",
+    "ansible_ssh_user",
+    "ansible_ssh_private_key_file",
+    "ansible_private_key_file",
+    "ansible_become",
+    "ansible_become_method",
+    "ansible_become_user",
+    "ansible_become_password",
+    "ansible_become_pass",
+    "gpuprov_known_hosts_file",
+    "ansible_ssh_common_args",
+    "ansible_ssh_extra_args",
+    "ansible_ssh_args",
+)
+GPU_COUNT_VARIABLE = "gpuprov_gpu_count"
+
+
+def gpu_count(host_vars: Mapping[str, Any]) -> int | None:
+    """gpuprov_gpu_count as launch and check both read it: None when unset, else a whole number, 0 or more;
+    ValueError, the rule in words, for anything else ('abc', -3, 1.5, 8.0, true)."""
+    given = host_vars.get(GPU_COUNT_VARIABLE)
+    if given is None:
+        return None
+    text = str(given).strip()
+    if isinstance(given, bool) or not re.fullmatch(r"[0-9]{1,6}", text):
+        raise ValueError(f"{GPU_COUNT_VARIABLE} {given!r} is not a whole number of GPUs (0 or more)")
+    return int(text)
+
+
 def _host(name: str, v: dict[str, Any]) -> Host:
     port_value = v.get("ansible_port", v.get("ansible_ssh_port", 22))
     try:

@@ -88,12 +88,36 @@ def _lost(describe: Callable[[BaseException], str]) -> Iterator[None]:
         raise SessionLost(describe(exc), exc) from None
 
 
-def _command_failed(exc: BaseException) -> str:
-    return f"SSH command failed ({type(exc).__name__}: {exc or 'connection lost'})"
+def reason(exc: BaseException) -> str:
+    """What went wrong, for a message, never empty: the exception's text, else what its kind means (a bare
+    TimeoutError from a read that waited too long, an EOFError from a closed connection), else its type."""
+    text = str(exc).strip()
+    if text:
+        return text
+    for kind, words in _SILENT:
+        if isinstance(exc, kind):
+            return words
+    return f"{type(exc).__name__}, no message"
+
+
+_SILENT: tuple[tuple[type[BaseException], str], ...] = (
+    (TimeoutError, "the host stopped answering: no data in time"),  # socket.timeout too (Python >= 3.10)
+    (EOFError, "the connection was closed"),
+    (ConnectionResetError, "the connection was reset"),
+    (BrokenPipeError, "the connection broke"),
+)
+
+
+def _command_failed(exc: BaseException, timeout: float | None = None) -> str:
+    if timeout is not None and isinstance(exc, TimeoutError) and not str(exc).strip():
+        words = f"the host stopped answering: nothing came for {timeout:g} s"
+    else:
+        words = reason(exc)
+    return f"SSH command failed ({type(exc).__name__}: {words})"
 
 
 def _as_is(exc: BaseException) -> str:
-    return str(exc)
+    return reason(exc)
 
 
 # ----- connecting ---------------------------------------------------------------------------------------
@@ -129,7 +153,7 @@ def _new_client(host: Host) -> Client:
             client.load_host_keys(str(host.known_hosts))
         except (OSError, paramiko.SSHException) as exc:
             raise BadInput(
-                f"{host.name}: known_hosts file {host.known_hosts} cannot be read: {exc}"
+                f"{host.name}: known_hosts file {host.known_hosts} cannot be read: {reason(exc)}"
             ) from None
     if host.key_file is not None and not host.key_file.is_file():
         raise BadInput(
@@ -202,12 +226,12 @@ def _connect_error(exc: BaseException, host: Host, refused: Any) -> GpuprovError
                 f"{host.label}: something answers on port {host.port} but it is not an SSH server "
                 "(no SSH banner); check ansible_host and ansible_port"
             )
-        return Unreachable(f"{host.label}: SSH failed: {exc}")
+        return Unreachable(f"{host.label}: SSH failed: {reason(exc)}")
     if isinstance(exc, (socket.timeout, TimeoutError)):
-        reason = "timed out"
+        why = "timed out"
     else:
-        reason = (getattr(exc, "strerror", None) or str(exc)) or type(exc).__name__
-    return Unreachable(f"{host.label}: cannot connect over SSH: {reason}; is the host up and sshd running?")
+        why = getattr(exc, "strerror", None) or reason(exc)
+    return Unreachable(f"{host.label}: cannot connect over SSH: {why}; is the host up and sshd running?")
 
 
 def _keyscan_type(key: Any) -> str:
@@ -252,7 +276,7 @@ def run(client: Client, command: str, timeout: float = 60, stdin: bytes | None =
 
     stdin, when given, is written to the command's standard input, which is then closed.
     """
-    with _lost(_command_failed):
+    with _lost(lambda exc: _command_failed(exc, timeout)):
         _transport(client)
         channel_in, channel_out, channel_err = client.exec_command(command, timeout=timeout)
         if stdin is not None:
@@ -376,7 +400,7 @@ def put(sftp: SFTP, local: Path, remote: str, mode: int = 0o600) -> None:
     """Copy a local file to remote (a path on the host); it appears there whole (copied beside, renamed)."""
     folder, name = posixpath.split(remote)
     tmp = posixpath.join(folder, f".{name}.{uuid.uuid4().hex[:8]}")
-    with _lost(lambda exc: f"copying {local} to {remote} failed: {exc}"):
+    with _lost(lambda exc: f"copying {local} to {remote} failed: {reason(exc)}"):
         sftp.put(str(local), tmp, confirm=True)
         sftp.chmod(tmp, mode)
         sftp.posix_rename(tmp, remote)
@@ -384,14 +408,14 @@ def put(sftp: SFTP, local: Path, remote: str, mode: int = 0o600) -> None:
 
 def put_bytes(sftp: SFTP, data: bytes, remote: str, mode: int = 0o600) -> None:
     """Write data to remote (a path on the host), its mode set before any byte is written."""
-    with _lost(lambda exc: f"writing {remote} failed: {exc}"), sftp.open(remote, "wb") as f:
+    with _lost(lambda exc: f"writing {remote} failed: {reason(exc)}"), sftp.open(remote, "wb") as f:
         f.chmod(mode)
         f.write(data)
 
 
 def get(sftp: SFTP, remote: str, local: Path) -> None:
     """Copy the remote file to local."""
-    with _lost(lambda exc: f"copying {remote} to {local} failed: {exc}"):
+    with _lost(lambda exc: f"copying {remote} to {local} failed: {reason(exc)}"):
         sftp.get(remote, str(local))
 
 

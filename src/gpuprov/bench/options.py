@@ -12,6 +12,16 @@ from gpuprov.errors import BadInput
 # per-GPU batch: 256 for ResNet-50 as NVIDIA's Deep Learning Examples train it; 128 for ViT-B/16 is
 # gpuprov's choice (no published reference batch), half the CNN's since its activations are larger.
 DEFAULT_BATCH = {"resnet50": 256, "vit_b_16": 128}
+# The smallest per-GPU batch each model trains on, and why. ResNet-50 has batch norm: in training it
+# normalises by the batch's own statistics, and PyTorch refuses one value per channel ("Expected more than 1
+# value per channel when training", torch.nn.functional.batch_norm), which one image gives on a CPU's 32-pixel
+# image; on a GPU one image's statistics are no batch's. ViT-B/16 uses layer norm (per image): 1 works.
+MIN_BATCH = {"resnet50": 2, "vit_b_16": 1}
+MIN_BATCH_WHY = {
+    "resnet50": "it trains with batch norm, which needs more than one image per GPU (PyTorch's batch_norm "
+    "refuses one value per channel in training)",
+    "vit_b_16": "give the images per GPU",
+}
 PRECISIONS = ("bf16", "fp16", "fp32")
 DATA = ("synthetic", "loader")
 MAX_BATCH = 65536
@@ -139,8 +149,14 @@ class BenchOptions:
 
 
 def _finish(opts: BenchOptions) -> BenchOptions:
-    """The model's batch size unless --batch-size; --nodes with --hosts."""
+    """The model's batch size unless --batch-size, and one the model can train on; --nodes with --hosts."""
     host_options.check_selection(opts.nodes, opts.hosts)
+    smallest = MIN_BATCH[opts.model]
+    if opts.batch_size and opts.batch_size < smallest:
+        raise BadInput(
+            f"--batch-size {opts.batch_size}: {opts.model} needs {smallest} or more images per GPU: "
+            f"{MIN_BATCH_WHY[opts.model]}; give --batch-size {smallest} or more"
+        )
     return replace(opts, batch_size=opts.batch_size or DEFAULT_BATCH[opts.model])
 
 

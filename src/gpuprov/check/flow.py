@@ -20,22 +20,17 @@ from gpuprov.check import (
     output,
     ports,
     store,
+    variables,
 )
-from gpuprov.check.options import QUICK_SKIPS, CheckOptions
+from gpuprov.check.options import CheckOptions
 from gpuprov.check.results import Result, Status, counts, exit_code
 from gpuprov.errors import BadInput, ExitCode
 
 
-def _wanted(opts: CheckOptions, name: str) -> bool:
-    if opts.only and name not in opts.only:
-        return False
-    if name in opts.skip:
-        return False
-    return not (opts.quick and name in QUICK_SKIPS)
-
-
 def _hosts(opts: CheckOptions) -> list[hosts.Host]:
     inventory = hosts.load(opts.inventory, opts.limit)
+    for host in inventory.hosts:
+        variables.check_inventory(host.name, host.vars, opts.extra_vars)
     selected = [dataclasses.replace(h, vars={**h.vars, **opts.extra_vars}) for h in inventory.hosts]
     hosts.check_ssh_files(selected, where="", fix="fix the path in the inventory")
     for host in selected:
@@ -97,14 +92,14 @@ def _results(opts: CheckOptions, found: list[gather.Gathered], selected: int) ->
         view = host_view.HostView(item.host.name, item.host.vars, item.data)
         for name, check in host_checks.CHECKS.items():
             names = (name, "python") if name == "torch" else (name,)
-            if any(_wanted(opts, n) for n in names):
-                results += [r for r in check(view) if _wanted(opts, r.check)]
-    if _wanted(opts, "versions-agree"):
+            if any(opts.wanted(n) for n in names):
+                results += [r for r in check(view) if opts.wanted(r.check)]
+    if opts.wanted("versions-agree"):
         results += cross_checks.versions_agree(results, selected)
-    if _wanted(opts, "ports"):
+    if opts.wanted("ports"):
         console.step("Testing the rendezvous and NCCL/gloo ports between the hosts")
         results += ports.check(found)
-    if _wanted(opts, "bandwidth"):
+    if opts.wanted("bandwidth"):
         console.step("Measuring all-reduce bus bandwidth across the hosts (gpuprov launch)")
         results += bandwidth.check(opts.inventory, [g for g in found if g.error is None], opts.extra_vars)
     return results

@@ -75,7 +75,7 @@ def gather(selected: list[hosts.Host], sysctl_keys: list[str]) -> list[Gathered]
         if outcome.error is not None:
             if isinstance(outcome.error, KeyboardInterrupt):
                 raise outcome.error
-            gathered.append(Gathered(outcome.item, error=f"no answer: {outcome.error}"))
+            gathered.append(Gathered(outcome.item, error=f"no answer: {ssh.reason(outcome.error)}"))
         else:
             gathered.append(outcome.get())
     return gathered

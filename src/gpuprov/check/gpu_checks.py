@@ -30,18 +30,15 @@ def gpu_count(view: HostView) -> list[Result]:
         return view.not_applicable("gpu-count", f"{NO_GPU} ({source} says 0)")
     query, why = _smi(view)
     if query is None:
-        status = Status.COULD_NOT_RUN if "not installed" in str(why) else Status.FAIL
         return [
             view.result(
                 "gpu-count",
-                status,
+                Status.FAIL if _smi_ran(view) else Status.COULD_NOT_RUN,  # ran: the driver answered wrongly
                 expected=str(count),
                 unit="GPUs",
                 source=source,
                 detail=str(why),
-                action="install the driver (gpuprov bootstrap)"
-                if status is Status.COULD_NOT_RUN
-                else "read the message; a driver/library mismatch needs a reboot",
+                action=_smi_advice(view),
             )
         ]
     found = len(query.gpus) if query.gpus else (query.attached or 0)
@@ -54,9 +51,35 @@ def gpu_count(view: HostView) -> list[Result]:
             unit="GPUs",
             source=source,
             margin=str(found - count),
-            action="a GPU is missing from nvidia-smi: read dmesg (Xid 79?), reseat or service it",
+            action=_count_advice(found, count, source),
         )
     ]
+
+
+def _smi_ran(view: HostView) -> bool:
+    return view.tool("smi_q").get("rc") is not None
+
+
+def _smi_advice(view: HostView) -> str:
+    """What to do when nvidia-smi -q gave no answer: missing, hung, or failed with a message."""
+    run = view.tool("smi_q")
+    if run.get("timeout"):
+        return (
+            f"nvidia-smi hung (no answer in {run['timeout']} s; it was killed): a GPU or the driver is "
+            "stuck; read dmesg for Xid, then reset the GPU (nvidia-smi -r) or reboot the host"
+        )
+    if run.get("rc") is None:
+        return "install the driver (gpuprov bootstrap)"
+    return "read the message; a driver/library mismatch needs a reboot"
+
+
+def _count_advice(found: int, count: int, source: str) -> str:
+    if found > count:
+        return (
+            f"nvidia-smi lists {found - count} GPU(s) more than expected: correct the expected count "
+            f"({source}) or check the host is the one meant"
+        )
+    return "a GPU is missing from nvidia-smi: read dmesg (Xid 79?), reseat or service it"
 
 
 def cuda_driver(view: HostView) -> list[Result]:

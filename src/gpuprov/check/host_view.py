@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuprov import hosts
 from gpuprov.check import expected, results
 from gpuprov.check.results import Result, Status
 
@@ -27,9 +28,9 @@ class HostView:
     @property
     def expected_gpus(self) -> tuple[int, str]:
         """How many GPUs the host should have, and where that number comes from."""
-        count = self.vars.get("gpuprov_gpu_count")
-        if count is not None and str(count).strip().isdigit():
-            return int(str(count)), "inventory (gpuprov_gpu_count)"
+        count = hosts.gpu_count(self.vars)  # flow checked it before any host was contacted
+        if count is not None:
+            return count, "inventory (gpuprov_gpu_count)"
         return int(self.data.get("pci_nvidia_gpus") or 0), "the PCI bus (NVIDIA display/3D controllers)"
 
     @property

@@ -135,7 +135,7 @@ def infiniband(view: HostView) -> list[Result]:
         problems = []
         if port.state != "Active" or port.physical_state != "LinkUp":
             problems.append(f"{port.state} / {port.physical_state}")
-        if wanted_rate and port.rate is not None and port.rate < int(str(wanted_rate)):
+        if wanted_rate and port.rate is not None and port.rate < float(str(wanted_rate)):
             problems.append(f"rate {port.rate} < {wanted_rate}")
         results.append(
             view.verdict(

@@ -10,7 +10,7 @@ from typing import Any
 
 from gpuprov import cli_options, console, host_options
 from gpuprov.ansible.arguments import parse_extra_vars
-from gpuprov.check import host_checks
+from gpuprov.check import host_checks, variables
 from gpuprov.errors import BadInput
 
 # Result names --only / --skip take; a check function can give several ("torch" gives "python" too).
@@ -32,6 +32,13 @@ def parse_names(text: str | None, option: str) -> tuple[str, ...]:
             f"{option}: no check named {', '.join(map(repr, unknown))}; the checks are {', '.join(ALL_NAMES)}"
         )
     return names
+
+
+def _extra_vars(items: tuple[str, ...]) -> dict[str, Any]:
+    """-e as ansible-playbook reads it, then check's own rules (gpuprov.check.variables)."""
+    values = parse_extra_vars(items)
+    variables.check_extra_vars(values)
+    return values
 
 
 def _names(option: str) -> Callable[[str | None], tuple[str, ...]]:
@@ -61,14 +68,33 @@ class CheckOptions:
         "-e",
         "--extra-vars",
         multiple=True,
-        help="KEY=VALUE or @FILE (YAML/JSON), over the inventory's variables (e.g. -e @lock.yml).",
-        parse=parse_extra_vars,
+        help="KEY=VALUE or @FILE (YAML/JSON), over the inventory's variables (e.g. -e @lock.yml); not "
+        "the SSH settings (ansible_port, ansible_host, ansible_user: the inventory's).",
+        parse=_extra_vars,
     )
     verbose: bool = False  # -v of gpuprov itself (finish)
 
+    def wanted(self, name: str) -> bool:
+        """Whether the check of this name runs: --only, --skip and --quick."""
+        if self.only and name not in self.only:
+            return False
+        if name in self.skip:
+            return False
+        return not (self.quick and name in QUICK_SKIPS)
+
 
 def _finish(opts: CheckOptions) -> CheckOptions:
-    """-v of gpuprov itself."""
+    """At least one check to run; -v of gpuprov itself."""
+    if not any(opts.wanted(name) for name in ALL_NAMES):
+        given = [f"--only {','.join(opts.only)}"] if opts.only else []
+        given += [f"--skip {','.join(opts.skip)}"] if opts.skip else []
+        given += ["--quick"] if opts.quick else []
+        asked = opts.only or tuple(ALL_NAMES)
+        raise BadInput(
+            f"no check left to run: {' '.join(given)} {'leaves' if len(given) == 1 else 'leave'} out every "
+            "check asked for "
+            f"({', '.join(sorted(asked))}); drop one of the options or name a check it keeps"
+        )
     return replace(opts, verbose=console.verbosity() >= console.Verbosity.VERBOSE)
 
 

@@ -42,7 +42,7 @@ def _start_listener(found: Gathered, expected_peers: int) -> tuple[ssh.Channel, 
         channel = ssh.open_channel(found.client, command, read_timeout=LISTEN_TIMEOUT_S + 10)
         line = channel.readline().decode(errors="replace").split()
     except ssh.SessionLost as exc:
-        raise GpuprovError(f"cannot start the listener: {exc.cause}") from None
+        raise GpuprovError(f"cannot start the listener: {ssh.reason(exc.cause)}") from None
     if len(line) != 3 or line[0] != "ports":
         raise GpuprovError(
             f"no free port in {first}-{last}" if line[:1] == ["busy"] else "the listener did not start"
@@ -109,7 +109,7 @@ def check(found: list[Gathered]) -> list[Result]:
     try:
         for outcome in ssh.fan_out(ready, lambda g: _connect_from(g, tried)):
             if outcome.error is not None:
-                detail = f"the connection test failed: {outcome.error}"
+                detail = f"the connection test failed: {ssh.reason(outcome.error)}"
                 results.append(Result("ports", outcome.item.host.name, Status.COULD_NOT_RUN, detail=detail))
                 continue
             answers.update(outcome.get())

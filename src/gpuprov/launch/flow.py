@@ -130,7 +130,7 @@ def _start_detached(the_plan: Plan, job: jobs.Job, deliveries: dict[str, push.De
             err = channel.read_stderr().decode(errors="replace")
             rc = channel.exit_status()
         except ssh.SessionLost as exc:
-            return f"{check.host.name}: SSH failed while starting the job ({exc.cause})"
+            return f"{check.host.name}: SSH failed while starting the job ({ssh.reason(exc.cause)})"
         finally:
             delivery.channel.close()
         return None if rc == 0 else f"{check.host.name}: {ssh.Result(rc, out, err).last_line}"

@@ -254,7 +254,9 @@ def _master_listens(master: HostCheck, given_port: int | None, workers: int) -> 
         head = master.answers.ask(listen, ("port ", "busy")) or ""
     except ssh.SessionLost as exc:
         return 0, [
-            Problem(UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({exc.cause})")
+            Problem(
+                UNREACHABLE, f"{master.host.name}: SSH failed during the port check ({ssh.reason(exc.cause)})"
+            )
         ]
     if not head:
         return 0, [
@@ -295,7 +297,7 @@ def _master_port_and_reach(
         try:
             answer = check.answers.ask(command, ("ok", "error ")) or f"error {check.answers.last_other()}"
         except ssh.SessionLost as exc:
-            answer = f"error SSH failed ({exc.cause})"
+            answer = f"error SSH failed ({ssh.reason(exc.cause)})"
         with lock:
             answers[probe] = answer.removeprefix("error ")
 

@@ -146,7 +146,8 @@ def driver_version() -> str | None:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
             capture_output=True,
-            text=True,
+            encoding="utf-8",
+            errors="replace",  # one byte of another encoding must not cost the run its driver version
             timeout=30,
         )
     except (OSError, subprocess.TimeoutExpired):

@@ -16,9 +16,11 @@ code in place of its import (gpuprov.onhost.program); nothing is written to the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -27,32 +29,63 @@ import time
 from gpuprov.onhost.sockets import accept_tokens, bind_first, send_token
 
 TOOL_TIMEOUT_S = 20.0
+SETTINGS = {"tool_timeout": TOOL_TIMEOUT_S}  # the request's tool_timeout, where it gives one (tests)
 
 MATMUL_SIZE = 16384
 MATMUL_SECONDS = 4.0
 MATMUL_TIMEOUT_S = 90.0
 
 
-def _run(argv: list[str], timeout: float = TOOL_TIMEOUT_S, stdin: str | None = None) -> dict[str, object]:
-    """A tool's exit status and output; rc None with `missing` or `timeout` when it did not run."""
+def _run(argv: list[str], timeout: float | None = None, stdin: str | None = None) -> dict[str, object]:
+    """A tool's exit status and output; rc None with `missing` or `timeout` when it did not run.
+
+    The tool runs in a process group of its own: on timeout the whole group is killed (a hung nvidia-smi and
+    whatever it started), not left on the host. Output is read as UTF-8 with replacement: one byte of
+    another encoding (a Latin-1 line in the kernel log) must not cost the host its checks.
+    """
+    limit = SETTINGS["tool_timeout"] if timeout is None else timeout
     if shutil.which(argv[0]) is None and not os.path.isabs(argv[0]):
         return {"rc": None, "missing": True, "stdout": "", "stderr": ""}
     if os.path.isabs(argv[0]) and not os.access(argv[0], os.X_OK):
         return {"rc": None, "missing": True, "stdout": "", "stderr": ""}
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             argv,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=dict(os.environ, LC_ALL="C"),
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired:
-        return {"rc": None, "timeout": timeout, "stdout": "", "stderr": ""}
     except OSError as exc:
         return {"rc": None, "missing": True, "stdout": "", "stderr": str(exc)}
-    return {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+    try:
+        out, err = proc.communicate(stdin.encode() if stdin is not None else None, timeout=limit)
+    except subprocess.TimeoutExpired:
+        _end_group(proc)
+        return {"rc": None, "timeout": limit, "stdout": "", "stderr": ""}
+    return {"rc": proc.returncode, "stdout": _text(out), "stderr": _text(err)}
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    """SIGKILL to the process group the tool leads (start_new_session)."""
+    with contextlib.suppress(OSError):  # already gone
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _end_group(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    """Kill the tool's group and reap the tool; a process stuck in the kernel (D state, a hung driver call)
+    dies only when that call returns: the probe goes on without waiting for it."""
+    _kill_group(proc)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def _read(path: str) -> str | None:
@@ -174,12 +207,19 @@ def _matmul_under_load(python: str, smi: str, code: str) -> dict[str, object]:
     cmd = [python, "-c", code, str(MATMUL_SIZE), str(MATMUL_SECONDS)]
     try:
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            encoding="utf-8",
+            errors="replace",
+            start_new_session=True,
         )
     except OSError as exc:
         return {"rc": None, "missing": True, "stdout": "", "stderr": str(exc)}
-    # A hung CUDA initialisation must not hold the whole probe: kill the matmul after MATMUL_TIMEOUT_S.
-    timer = threading.Timer(MATMUL_TIMEOUT_S, proc.kill)
+    # A hung CUDA initialisation must not hold the whole probe: kill the matmul (and what it started) after
+    # MATMUL_TIMEOUT_S.
+    timer = threading.Timer(MATMUL_TIMEOUT_S, _kill_group, [proc])
     timer.start()
     try:
         busy: dict[str, object] = {"rc": None, "stdout": "", "stderr": "the matmul never started"}
@@ -217,6 +257,7 @@ def _program(request: dict[str, object], name: str) -> str:
 
 def collect(request: dict[str, object]) -> dict[str, object]:
     started = time.monotonic()
+    SETTINGS["tool_timeout"] = float(str(request.get("tool_timeout") or TOOL_TIMEOUT_S))
     fact = _read("/etc/ansible/facts.d/gpuprov_python_env.fact")
     python = str(request.get("python") or "")
     if not python:  # the python_env role's record of the env, else its default place
@@ -247,8 +288,10 @@ def collect(request: dict[str, object]) -> dict[str, object]:
         "modules": _loaded_modules(),
     }
     smi = "nvidia-smi"
-    data["smi_q"] = _run([smi, "-q"])
-    data["smi_nvlink"] = _run([smi, "nvlink", "--status"])
+    smi_q = _run([smi, "-q"])
+    data["smi_q"] = smi_q
+    # An nvidia-smi that hung once hangs again: not a second one stuck on the host, nor another wait.
+    data["smi_nvlink"] = dict(smi_q) if smi_q.get("timeout") else _run([smi, "nvlink", "--status"])
     data["ibstat"] = _run(["ibstat"])
     env = _run([python, "-c", _program(request, "env_probe")], timeout=120)
     data["env"] = env

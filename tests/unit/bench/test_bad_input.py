@@ -41,6 +41,8 @@ def bench(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ),
         (["--batch-size", "0"], "--batch-size 0 is not valid: give the images per GPU"),
         (["--nodes", "3"], "--nodes 3 is more than the 2 host(s) in"),
+        (["--batch-size", "1"], "--batch-size 1: resnet50 needs 2 or more images per GPU"),
+        (["--batch-size", "1", "--model", "resnet50"], "batch norm"),
     ],
 )
 def test_refused_in_one_line_before_any_host(work: Path, args: list[str], text: str) -> None:
@@ -79,6 +81,15 @@ def test_unknown_host_and_out_file_refused_before_any_host(work: Path) -> None:
         run.select_hosts(opts)
     with pytest.raises(BadInput, match="is a file; give a directory"):
         options.build(out=str(work / "inventory.ini"))
+
+
+@pytest.mark.parametrize("model", sorted(options.DEFAULT_BATCH))
+def test_each_model_is_refused_a_batch_it_cannot_train_and_takes_its_smallest(model: str) -> None:
+    smallest = options.MIN_BATCH[model]
+    assert options.build(model=model, batch_size=smallest).batch_size == smallest
+    for batch in range(0, smallest):
+        with pytest.raises(BadInput, match=f"--batch-size {batch}"):
+            options.build(model=model, batch_size=batch)
 
 
 def test_defaults_and_what_the_nodes_are_told() -> None:

@@ -379,3 +379,26 @@ def test_verdict_for_a_pair_or_the_cluster_is_the_same_rule() -> None:
         "bandwidth", "a <-> b", Status.PASS, margin="+5%"
     )
     assert verdict("bandwidth", "cluster", False, action="look").action == "look"
+
+
+def _with_gpus(smi: str, count: int) -> str:
+    """A recorded one-GPU `nvidia-smi -q` as a host with `count` such GPUs prints it (its GPU section
+    repeated, each with its own bus id)."""
+    head, sep, section = smi.partition("\nGPU 00000000:02:00.0\n")
+    assert sep, "the recording's GPU section"
+    head = head.replace("Attached GPUs                             : 1", f"Attached GPUs : {count}")
+    return head + "".join(
+        f"\nGPU 00000000:{bus:02X}:00.0\n" + section.replace("00000000:02:00.0", f"00000000:{bus:02X}:00.0")
+        for bus in range(2, 2 + count)
+    )
+
+
+def test_more_gpus_than_expected_is_advised_as_more_not_missing() -> None:
+    smi = _with_gpus((RECORDED / "nvidia-smi" / "query-full-1xRTX5090-570.124.06").read_text(), 4)
+    for expected in (1, 2, 3):
+        result = gpu_checks.gpu_count(view(gathered(smi_q=ran(smi)), gpuprov_gpu_count=expected))[0]
+        assert (result.status, result.measured, result.margin) == (Status.FAIL, "4", str(4 - expected))
+        assert "more than expected" in result.action and "missing" not in result.action, result.action
+    for expected in (5, 8):
+        result = gpu_checks.gpu_count(view(gathered(smi_q=ran(smi)), gpuprov_gpu_count=expected))[0]
+        assert "missing" in result.action and "more" not in result.action, result.action

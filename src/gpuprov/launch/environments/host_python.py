@@ -12,7 +12,7 @@ import json
 import shlex
 from collections import Counter
 
-from gpuprov import onhost, ssh
+from gpuprov import hosts, onhost, ssh
 from gpuprov.errors import BadInput, GpuprovError
 from gpuprov.launch.preflight import (
     NOT_READY,
@@ -81,12 +81,12 @@ def host_check_command(given_python: str | None, count_gpus: bool) -> str:
 def _probe(check: HostCheck) -> None:
     assert check.client is not None
     host = check.host
-    given = host.vars.get("gpuprov_gpu_count")
+    try:
+        given = hosts.gpu_count(host.vars)
+    except ValueError as exc:
+        raise BadInput(f"{exc}; fix the inventory") from None
     if given is not None:
-        try:
-            check.gpus = int(given)
-        except (TypeError, ValueError):
-            raise BadInput(f"gpuprov_gpu_count {given!r} is not a number; fix the inventory") from None
+        check.gpus = given
     given_python = host.vars.get("gpuprov_python")
     command = host_check_command(str(given_python) if given_python else None, count_gpus=given is None)
     channel = ssh.open_channel(check.client, command, read_timeout=60)
@@ -98,7 +98,9 @@ def _probe(check: HostCheck) -> None:
     except ssh.SessionLost as exc:
         channel.close()
         cause = exc.cause
-        raise GpuprovError(f"SSH failed during the checks ({type(cause).__name__}: {cause})") from None
+        raise GpuprovError(
+            f"SSH failed during the checks ({type(cause).__name__}: {ssh.reason(cause)})"
+        ) from None
     except BaseException:
         channel.close()
         raise
