@@ -19,6 +19,10 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
 
 
+def _tags(flag: str, help: str) -> tuple[str, ...]:
+    return cli_options.option(flag, multiple=True, metavar="TAGS", help=help, parse=_split)
+
+
 @dataclass(frozen=True)
 class BootstrapOptions:
     """Every option of `gpuprov bootstrap`, each written once; the fields that gpuprov.ansible.arguments'
@@ -35,20 +39,8 @@ class BootstrapOptions:
         help="A variable for the roles (e.g. a lock: -e @lock.yml); repeatable, later ones win.",
         parse=tuple,  # as given, in order: the engine parses them (gpuprov.ansible.arguments)
     )
-    tags: tuple[str, ...] = cli_options.option(
-        "--tags",
-        multiple=True,
-        metavar="TAGS",
-        help="Only tasks with these tags (comma list; repeatable).",
-        parse=_split,
-    )
-    skip_tags: tuple[str, ...] = cli_options.option(
-        "--skip-tags",
-        multiple=True,
-        metavar="TAGS",
-        help="Skip tasks with these tags (comma list; repeatable).",
-        parse=_split,
-    )
+    tags: tuple[str, ...] = _tags("--tags", "Only tasks with these tags (comma list; repeatable).")
+    skip_tags: tuple[str, ...] = _tags("--skip-tags", "Skip tasks with these tags (comma list; repeatable).")
     check: bool = cli_options.flag("--check", help="Dry run: report what would change, change nothing.")
     diff: bool = cli_options.flag("--diff", help="Show the changes made to files.")
     forks: int | None = cli_options.option(
