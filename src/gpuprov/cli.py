@@ -18,7 +18,7 @@ from gpuprov.sandbox import spec
 
 # Commands that live in their own modules, one line each: name -> "module:attribute". A module is imported
 # when its command runs (or --help lists it), so `gpuprov launch` does without bootstrap's, check's and
-# bench's modules (about 0.04 CPU seconds of every launch's start; README "Launch speed").
+# bench's modules (about 0.04 CPU seconds of every launch's start; docs/performance.md "Launch speed").
 _COMMAND_MODULES = {
     "bootstrap": "gpuprov.bootstrap.command:bootstrap",
     "check": "gpuprov.check.command:check",

@@ -1,7 +1,7 @@
 """Errors a user can cause, and the exit codes they end with.
 
 Every failure that is not a bug in gpuprov is raised as a GpuprovError; the CLI prints its message as one
-line and exits with its code. The codes are documented in the README.
+line and exits with its code. The codes are documented in docs/exit-codes.md.
 """
 
 from __future__ import annotations

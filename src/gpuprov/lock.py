@@ -17,7 +17,7 @@ import yaml
 
 TABLE_FILE = Path("vars") / "gpu_stack_compat.yml"  # relative to the playbooks directory
 TABLE_KEY = "gpu_stack_compat"
-HOW_TO_ADD = "to add a release, see the README section 'NVIDIA stack and the compatibility lock'"
+HOW_TO_ADD = "to add a release, see 'Adding a release to the table' in docs/lock.md"
 
 # The fields of a lock, each with the pattern its value must match.
 FIELDS: dict[str, tuple[str, str]] = {

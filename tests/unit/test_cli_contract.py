@@ -17,6 +17,7 @@ import pytest
 
 from gpuprov import cli, cli_options, host_options
 from gpuprov.bench import options as bench_options
+from gpuprov.bootstrap import command as bootstrap_command
 from gpuprov.check import options as check_options
 from gpuprov.errors import BadInput, ExitCode, Finished
 from gpuprov.launch import options as launch_options
@@ -82,7 +83,7 @@ def test_the_help_of_every_verb_on_hosts_shows_them() -> None:
 
 
 def test_json_is_one_field_name() -> None:
-    for cls in (bench_options.BenchOptions, check_options.CheckOptions):
+    for cls in (bench_options.BenchOptions, check_options.CheckOptions, bootstrap_command.BootstrapOptions):
         assert "json" in cls.__dataclass_fields__ and "as_json" not in cls.__dataclass_fields__
 
 

@@ -2,7 +2,8 @@
 
 - arguments.py: the options dataclass, -e parsing, and every ansible-runner argument, built in one place.
 - runner.py: the one wrapper around ansible_runner.run (temp private data dir, Ctrl-C, events).
-- events.py / display.py: per-host progress from runner's events, live or as plain lines, and tables.
+- events.py: runner's events folded into per-host progress, and the versions the roles verified.
+- display.py: that progress shown live or as plain lines, and the tables at the end.
 - runs.py: run directories under the state dir, with summary.json (which names the verb of the run).
 - engine.py: the order of it all: input, run directory, the verb's own checks, the playbook, the verdict.
 

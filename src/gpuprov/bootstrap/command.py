@@ -2,97 +2,95 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from gpuprov import cli_options, console, host_options
 
+if TYPE_CHECKING:
+    from gpuprov.ansible.arguments import Options
+
+
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def _tags(flag: str, help: str) -> tuple[str, ...]:
+    return cli_options.option(flag, multiple=True, metavar="TAGS", help=help, parse=_split)
+
 
 @dataclass(frozen=True)
-class _HostOptions:
-    """The options every verb on hosts takes (gpuprov.host_options); bootstrap's own follow as click's."""
+class BootstrapOptions:
+    """Every option of `gpuprov bootstrap`, each written once; the fields that gpuprov.ansible.arguments'
+    Options also has are handed over by name (`engine_options`)."""
 
     inventory: Path = host_options.inventory_found()
     limit: str | None = host_options.limit()
     json: bool = host_options.json_flag("Print the run's summary as JSON on stdout.")
+    extra_vars: tuple[str, ...] = cli_options.option(
+        "-e",
+        "--extra-vars",
+        multiple=True,
+        metavar="KEY=VALUE|@FILE",
+        help="A variable for the roles (e.g. a lock: -e @lock.yml); repeatable, later ones win.",
+        parse=tuple,  # as given, in order: the engine parses them (gpuprov.ansible.arguments)
+    )
+    tags: tuple[str, ...] = _tags("--tags", "Only tasks with these tags (comma list; repeatable).")
+    skip_tags: tuple[str, ...] = _tags("--skip-tags", "Skip tasks with these tags (comma list; repeatable).")
+    check: bool = cli_options.flag("--check", help="Dry run: report what would change, change nothing.")
+    diff: bool = cli_options.flag("--diff", help="Show the changes made to files.")
+    forks: int | None = cli_options.option(
+        "--forks",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Hosts worked on at once [default: all, up to 100].",
+        parse=cli_options.optional(int),  # click's IntRange checked it (and wrote the error line)
+    )
+    strategy: str = cli_options.option(
+        "--strategy",
+        type=click.Choice(["linear", "mitogen"]),  # arguments.STRATEGIES (not imported: the CLI starts fast)
+        default="linear",
+        show_default=True,
+        envvar="GPUPROV_STRATEGY",
+        show_envvar=True,
+        help="How Ansible runs the tasks: linear (Ansible's own) or mitogen (Mitogen for Ansible, needs the "
+        "gpuprov[mitogen] extra: a no-op re-run costs the hosts far less CPU; not yet the default).",
+        parse=str,
+    )
+    verbose: int = cli_options.option(
+        "-v",
+        "--verbose",
+        count=True,
+        default=0,
+        help="More detail: -v shows every task result; -vv and more raise Ansible's verbosity in the run "
+        "log.",
+        parse=int,
+    )
+
+    def engine_options(self) -> Options:
+        """The engine's options: every field of the same name, and Ansible's verbosity (-vv is its -v)."""
+        from gpuprov.ansible.arguments import Options
+
+        names = {f.name for f in dataclasses.fields(Options)}
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in names}
+        return Options(**shared, verbosity=max(0, self.verbose - 1))
 
 
 @click.command("bootstrap")
-@cli_options.OptionSet(_HostOptions)
-@click.option(
-    "-e",
-    "--extra-vars",
-    "extra_vars",
-    multiple=True,
-    metavar="KEY=VALUE|@FILE",
-    help="A variable for the roles (e.g. a lock: -e @lock.yml); repeatable, later ones win.",
-)
-@click.option(
-    "--tags", multiple=True, metavar="TAGS", help="Only tasks with these tags (comma list; repeatable)."
-)
-@click.option(
-    "--skip-tags", multiple=True, metavar="TAGS", help="Skip tasks with these tags (comma list; repeatable)."
-)
-@click.option("--check", is_flag=True, help="Dry run: report what would change, change nothing.")
-@click.option("--diff", is_flag=True, help="Show the changes made to files.")
-@click.option(
-    "--forks", type=click.IntRange(min=1), help="Hosts worked on at once [default: all, up to 100]."
-)
-@click.option(
-    "--strategy",
-    type=click.Choice(["linear", "mitogen"]),  # arguments.STRATEGIES (not imported: the CLI starts fast)
-    default="linear",
-    show_default=True,
-    envvar="GPUPROV_STRATEGY",
-    show_envvar=True,
-    help="How Ansible runs the tasks: linear (Ansible's own) or mitogen (Mitogen for Ansible, needs the "
-    "gpuprov[mitogen] extra: a no-op re-run costs the hosts far less CPU; not yet the default).",
-)
-@click.option(
-    "-v",
-    "--verbose",
-    count=True,
-    help="More detail: -v shows every task result; -vv and more raise Ansible's verbosity in the run log.",
-)
-def bootstrap(
-    given: _HostOptions,
-    extra_vars: tuple[str, ...],
-    tags: tuple[str, ...],
-    skip_tags: tuple[str, ...],
-    check: bool,
-    diff: bool,
-    forks: int | None,
-    strategy: str,
-    verbose: int,
-) -> None:
+@cli_options.OptionSet(BootstrapOptions)
+def bootstrap(given: BootstrapOptions) -> None:
     """Install the GPU stack (driver, CUDA, cuDNN, NCCL, network tuning, PyTorch env) on INVENTORY's hosts.
 
     INVENTORY (or -i INVENTORY) defaults to $GPUPROV_INVENTORY, then ./inventory.ini. Hosts come from its
     gpu_nodes group (all hosts if it has none). Every host is checked first (SSH with host key checking,
     sudo, OS, the compatibility lock); nothing is applied unless all pass.
     """
-    from gpuprov.ansible.arguments import Options
     from gpuprov.bootstrap.core import run  # Ansible and paramiko: only once there is work to do
 
-    if verbose:
+    if given.verbose:
         console.set_verbosity(console.Verbosity.VERBOSE)
-    options = Options(
-        inventory=given.inventory,
-        extra_vars=extra_vars,
-        limit=given.limit,
-        tags=_split(tags),
-        skip_tags=_split(skip_tags),
-        check=check,
-        diff=diff,
-        forks=forks,
-        json=given.json,
-        strategy=strategy,
-        verbosity=max(0, verbose - 1),
-    )
-    run(options)
-
-
-def _split(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+    run(given.engine_options())

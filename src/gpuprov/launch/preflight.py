@@ -82,7 +82,7 @@ class Preflight:
 
 
 def exit_code(problems: list[Problem]) -> ExitCode:
-    """6 when a host could not be reached, else 7 when a host is not ready, else 2 (the README's table)."""
+    """6 when a host could not be reached, else 7 when a host is not ready, else 2 (docs/exit-codes.md)."""
     kinds = {p.kind for p in problems}
     if UNREACHABLE in kinds:
         return ExitCode.HOSTS_UNREACHABLE

@@ -35,7 +35,7 @@ class InventoryContext:
 def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
     lines = [
         f"# Sandbox {ctx.sandbox!r}, written by `gpuprov sandbox up`; `gpuprov sandbox down` removes it.",
-        "# The nodes are containers standing in for GPU servers (see the README).",
+        "# The nodes are containers standing in for GPU servers (see docs/stand-ins.md).",
         "[gpu_nodes]",
     ]
     for node in nodes:

@@ -2,7 +2,7 @@
 bootstrap is done once and checked from several sides).
 
 Stand-ins: the ubuntu22.04 and rocky9 nodes are Debian systems that report those OSes, and the NVIDIA packages
-come from the sandbox mirror (see the README).
+come from the sandbox mirror (see docs/stand-ins.md).
 """
 
 from __future__ import annotations

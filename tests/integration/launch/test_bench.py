@@ -60,7 +60,7 @@ def test_scaling_ladder_on_cpu_prints_the_table_and_writes_the_files(
     proc = gp(launch_sandbox, "bench", "--scaling", *TINY, "--out", str(out), timeout=600)
     elapsed = time.monotonic() - began
     assert proc.returncode == 0, proc.stderr
-    print(proc.stdout)  # the README's example comes from this output (pytest -s)
+    print(proc.stdout)  # docs/bench.md's example comes from this output (pytest -s)
     assert "CPU SMOKE RUN: NOT A THROUGHPUT FIGURE" in proc.stdout
     assert re.search(r"^1 process \(CPU\)\s+1\s+[0-9.]+ .* 1\.00x\s+100%\s+measured$", proc.stdout, re.M)
     assert re.search(r"^2 nodes\s+2\s+[0-9.]+ ", proc.stdout, re.M)

@@ -1,7 +1,7 @@
 """What `gpuprov launch`, `jobs`, `logs` and `stop` refuse, and why.
 
 Each refusal is one `error:` line on stderr (what is wrong, where, what to do) and a documented exit code
-(README, "Exit codes"), never a traceback, and nothing is started, pushed or recorded. Secrets stay where
+(docs/exit-codes.md), never a traceback, and nothing is started, pushed or recorded. Secrets stay where
 they are: a job's files are private to the user, here and on the hosts, and nothing outside --workdir is
 pushed. What needs real hosts (file modes there, a command run there) is in
 tests/integration/launch/test_bad_input.py. The commands run through main() in this process

@@ -10,6 +10,19 @@ CATALOGUE (catalogue.py) is the one table of what the mirror holds; `deb_package
 gpuprov.sandbox.mirror builds and signs them. The installed tools are the shell programs in programs/
 (shell.py fills them in). Every installed tool says it is a stand-in (`--help`, a comment at its top,
 /usr/share/doc/<package>/STANDIN).
+
+- catalogue.py: CATALOGUE, the releases the mirror holds (driver, CUDA, cuDNN, NCCL, DCGM, toolkit).
+- model.py: a package and its entries (files, links, pins), for deb and rpm alike.
+- recipes.py: deb_packages and rpm_packages, the catalogue expanded into packages.
+- parts.py: the pieces every recipe uses: the STANDIN note, libraries, systemd units, headers.
+- drivers.py: the driver's packages, with the names of NVIDIA's Ubuntu, Debian and RHEL repositories.
+- cuda.py: the CUDA toolkit, cuDNN and NCCL.
+- tools.py: DCGM and the container toolkit.
+- keyring.py: NVIDIA's cuda-keyring package: the repository entry and key.
+- elf.py: a shared library with a real soname and no code.
+- shell.py: the stand-in programs (programs/, POSIX sh) filled in per package.
+- smi_layout.py: nvidia-smi's summary table per driver branch, as recorded.
+- conda.py: the stand-in Miniforge installer for the python_env role's conda path.
 """
 
 from gpuprov.sandbox.standins.catalogue import (
