@@ -87,7 +87,8 @@ class RoleClock:
 
     def slowest(self) -> str | None:
         """The host whose tasks ran longest so far: the one the others wait for."""
-        return max(self.busy, key=lambda host: self.busy[host]) if self.busy else None
+        host = max(self.busy, key=lambda name: self.busy[name], default=None)
+        return host if host is not None and self.busy[host] > 0 else None  # no task timed yet: none
 
     def elapsed_in_task(self, now: float) -> float:
         """Seconds since the running task started (0 between tasks)."""
