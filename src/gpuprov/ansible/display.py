@@ -70,7 +70,7 @@ class LiveProgress:
         """Tasks done on host, and of how many the last run like this one ran there."""
         done = sum(t.tasks for t in self.tracker.clock.hosts.get(host, {}).values())
         prior = self.estimator.prior if self.estimator is not None else None
-        expected = sum(spent.tasks for spent in prior.for_host(host).values()) if prior else 0
+        expected = len(prior.for_host(host)) if prior else 0
         return f"{done}/{max(done, expected)}" if expected else str(done)
 
 

@@ -137,7 +137,8 @@ def _apply(run: Run) -> dict[str, Any]:
     with context, runs.private_files():  # Ansible's log and events in the run directory: the user's alone
         outcome = runner.execute(build_kwargs, tracker.handle, run.directory.log)
     run.directory.log(f"ansible-runner finished: status={outcome.status} rc={outcome.rc}")
-    run.summary["roles"] = tracker.clock.table()  # what the next run's estimate reads
+    run.summary["roles"] = tracker.clock.table()
+    run.summary["timeline"] = tracker.clock.timelines()  # what the next run's estimate reads
     run.summary["progress"] = {
         **estimator.progress(tracker.now).as_dict(),
         "estimated_at_start_s": round(estimator.samples[0][1], 1) if estimator.samples else None,

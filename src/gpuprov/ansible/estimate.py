@@ -1,15 +1,23 @@
-"""The time a run has left, estimated from the last finished run like it: its per-role, per-host durations.
+"""The time a run has left, estimated from the last finished run like it: each host's tasks, in order, with
+their times and whether they changed something.
 
 The prior: the newest run record (summary.json) of the same verb and playbook, with the same tags and check
-mode, that ended ok, and holds the "roles" table timing.RoleClock recorded. A host it did not cover is
-given, role by role, the slowest time any host took there.
+mode, that ended ok, with the "timeline" timing.RoleClock recorded. A host it did not cover is given the
+tasks of its slowest host.
 
-Per host, each role's prior seconds are spread over its prior tasks: a role with 3 of its 9 tasks done has
-two thirds of its prior time left. The hosts work at once, so the run has left what its slowest host has.
-That is then scaled by how fast this run goes against the prior so far (a re-run that changes nothing is
-far quicker than the first run that installed everything): the seconds this run took for the part done,
-over the prior's seconds for that part. Without a prior (a first run) there is no estimate, and the line
-says so; the next run estimates from this one.
+Each host finds its place in the prior's tasks: every task it runs is looked for there after the last one
+found (a task the prior did not run is passed over; the prior's tasks passed by, on another branch, are done).
+What is left is the prior's remaining tasks, each costed from this run's own pace so far:
+
+- a task that changed nothing then is expected to take its time then x this run's pace on such tasks (the
+  seconds the tasks matched so far took now over what they took then: a loaded machine runs slower);
+- a task that changed something then (a package installed) is what a first run spends most of its time on,
+  and what a re-run of the same hosts skips: it is expected to change again in the share that the matched
+  ones did (its time then x the pace), and otherwise to cost what this run's tasks that changed nothing
+  take on average.
+
+Without a prior (a first run) there is no estimate, and the line says so; the next run estimates from this
+one.
 """
 
 from __future__ import annotations
@@ -24,61 +32,42 @@ from gpuprov.ansible import runs
 from gpuprov.ansible.timing import RoleClock
 
 FIRST_RUN = "first run: no estimate yet (the next run estimates from this one)"
-# Scale by this run's pace only once the part done was worth this share of the prior's time: before, the
-# first tasks (facts, a package cache) say little about the rest.
-MIN_SHARE_FOR_PACE = 0.05
-PACE_RANGE = (0.05, 20.0)
+# This run's pace counts once the tasks matched so far took this long then: the first few say little.
+MIN_MATCHED_S = 2.0
+PACE_RANGE = (0.2, 5.0)
 
 
-@dataclass(frozen=True)
-class RolePrior:
-    """A role's time on a host in a finished run: in all, and task by task ({name: (seconds, times run)})."""
-
-    seconds: float
-    tasks: int
-    by_task: Mapping[str, tuple[float, int]] = field(default_factory=dict)
-
-
-Table = Mapping[str, Mapping[str, RolePrior]]  # host -> role -> its time
+Task = tuple[str, str, float, bool]  # role, task name, seconds, changed something
 
 
 @dataclass(frozen=True)
 class Prior:
-    """A finished run's times, host by host and role by role."""
+    """A finished run's tasks, host by host, in the order they ran."""
 
     run_id: str
-    hosts: Table
+    hosts: Mapping[str, list[Task]]
 
-    def for_host(self, host: str) -> Mapping[str, RolePrior]:
-        """The host's own times; for a host the run did not cover, each role's slowest host's."""
+    def for_host(self, host: str) -> list[Task]:
+        """The host's own tasks; for a host the run did not cover, those of its slowest host."""
         if host in self.hosts:
             return self.hosts[host]
-        slowest: dict[str, RolePrior] = {}
-        for roles in self.hosts.values():
-            for role, spent in roles.items():
-                if role not in slowest or spent.seconds > slowest[role].seconds:
-                    slowest[role] = spent
-        return slowest
+        return max(self.hosts.values(), key=lambda tasks: sum(t[2] for t in tasks), default=[])
 
 
-def parse_table(table: Any) -> dict[str, dict[str, RolePrior]]:
-    """summary.json's "roles" table ({host: {role: {seconds, tasks, by_task}}}); what does not parse is
-    left out (a record is a file the user can edit)."""
-    parsed: dict[str, dict[str, RolePrior]] = {}
-    for host, roles in table.items() if isinstance(table, Mapping) else ():
-        for role, spent in roles.items() if isinstance(roles, Mapping) else ():
-            try:
-                by_task = {str(k): (float(v[0]), int(v[1])) for k, v in (spent.get("by_task") or {}).items()}
-                prior = RolePrior(float(spent["seconds"]), int(spent["tasks"]), by_task)
-            except (AttributeError, KeyError, TypeError, ValueError, IndexError):
-                continue
-            if prior.tasks > 0 and all(n > 0 for _, n in by_task.values()):
-                parsed.setdefault(str(host), {})[str(role)] = prior
-    return parsed
+def parse_timeline(timeline: Any) -> dict[str, list[Task]]:
+    """summary.json's "timeline" ({host: [[role, task, seconds, changed], ...]}); a host whose list does not
+    parse is left out (a record is a file the user can edit)."""
+    parsed: dict[str, list[Task]] = {}
+    for host, tasks in timeline.items() if isinstance(timeline, Mapping) else ():
+        try:
+            parsed[str(host)] = [(str(r), str(t), max(0.0, float(s)), bool(c)) for r, t, s, c in tasks]
+        except (TypeError, ValueError):
+            continue
+    return {host: tasks for host, tasks in parsed.items() if tasks}
 
 
 def find_prior(match: Mapping[str, Any], current: str, root: Path | None = None) -> Prior | None:
-    """The newest ok run whose summary has every key of `match` equal (verb, playbook name, tags, check)."""
+    """The newest ok run whose summary has every key of `match` equal (verb, playbook, tags, check)."""
     root = root or runs.runs_dir()
     if not root.is_dir():
         return None
@@ -91,9 +80,9 @@ def find_prior(match: Mapping[str, Any], current: str, root: Path | None = None)
             continue
         if any(summary.get(key) != value for key, value in match.items()):
             continue
-        table = parse_table(summary.get("roles"))
-        if table:
-            return Prior(path.name, table)
+        timeline = parse_timeline(summary.get("timeline"))
+        if timeline:
+            return Prior(path.name, timeline)
     return None
 
 
@@ -135,6 +124,42 @@ class Progress:
 
 
 @dataclass
+class _Place:
+    """Where a host is in the prior's tasks, and this run's pace against them so far."""
+
+    seen: int = 0  # tasks of this run looked up
+    index: int = 0  # the prior's tasks before this one are done
+    then_s: float = 0.0  # matched tasks that changed nothing then: their seconds then
+    now_s: float = 0.0  # ... and now
+    changed_then: int = 0  # matched tasks that changed something then
+    changed_again: int = 0  # ... and changed something again now
+    idle_n: int = 0  # this run's tasks that changed nothing
+    idle_s: float = 0.0  # ... and their seconds
+
+    def add(self, then: Task | None, seconds: float, changed: bool) -> None:
+        if not changed:
+            self.idle_n += 1
+            self.idle_s += seconds
+        if then is None:
+            return
+        if then[3]:
+            self.changed_then += 1
+            self.changed_again += changed
+        else:
+            self.then_s += then[2]
+            self.now_s += seconds
+
+    def cost(self, then: Task) -> float:
+        """What a prior task is expected to take in this run."""
+        pace = self.now_s / self.then_s if self.then_s >= MIN_MATCHED_S else 1.0
+        pace = min(max(pace, PACE_RANGE[0]), PACE_RANGE[1])
+        if not then[3] or not self.changed_then or not self.idle_n:
+            return then[2] * pace
+        again = self.changed_again / self.changed_then
+        return again * then[2] * pace + (1 - again) * self.idle_s / self.idle_n
+
+
+@dataclass
 class Estimator:
     """The estimate of a run in progress, from its RoleClock and the prior (None on a first run)."""
 
@@ -143,6 +168,7 @@ class Estimator:
     prior: Prior | None
     started: float | None = None
     samples: list[tuple[float, float]] = field(default_factory=list)  # (elapsed, left) at each task start
+    _places: dict[str, _Place] = field(default_factory=dict)
 
     def progress(self, now: float) -> Progress:
         done = sum(t.tasks for h in self.hosts for t in self.clock.hosts.get(h, {}).values())
@@ -150,37 +176,33 @@ class Estimator:
         slowest = self.clock.slowest()
         if self.prior is None:
             return Progress(done, None, None, slowest, roles, FIRST_RUN)
-        expected = sum(spent.tasks for h in self.hosts for spent in self.prior.for_host(h).values())
-        left, done_prior = max((self._host_left(h, now) for h in self.hosts), default=(0.0, 0.0))
-        total_prior = left + done_prior
-        elapsed = now - self.started if self.started is not None else 0.0
-        pace = 1.0
-        if total_prior > 0 and done_prior >= MIN_SHARE_FOR_PACE * total_prior and elapsed > 0:
-            pace = min(max(elapsed / done_prior, PACE_RANGE[0]), PACE_RANGE[1])
-        basis = f"from run {self.prior.run_id}"
-        return Progress(done, expected, left * pace, slowest, roles, basis)
+        expected = sum(len(self.prior.for_host(h)) for h in self.hosts)
+        left = max((self._host_left(h, now) for h in self.hosts), default=0.0)
+        return Progress(done, expected, left, slowest, roles, f"from run {self.prior.run_id}")
 
-    def _host_left(self, host: str, now: float) -> tuple[float, float]:
-        """(prior seconds left, prior seconds done) on host, task by task: a task that ran is done, the one
-        running is done up to its prior time."""
-        left = done = 0.0
-        spent = self.clock.hosts.get(host, {})
+    def _host_left(self, host: str, now: float) -> float:
+        """The seconds host has left: the prior's tasks after its place, each at its cost; the running
+        task less the time it has run."""
+        prior = self.prior.for_host(host) if self.prior else []
+        place = self._places.setdefault(host, _Place())
+        ran = self.clock.timeline.get(host, [])
+        for role, task, seconds, changed in ran[place.seen :]:
+            found = _find(prior, place.index, role, task)
+            place.add(prior[found] if found is not None else None, seconds, changed)
+            if found is not None:
+                place.index = found + 1
+        place.seen = len(ran)
+        start = place.index
         running = self.clock.running_on(host)
-        for role, prior in self.prior.for_host(host).items() if self.prior else ():
-            this = spent.get(role)
-            # A record without task times: the role's time spread evenly over its tasks.
-            tasks = prior.by_task or {"": (prior.seconds, prior.tasks)}
-            for task, (seconds, times) in tasks.items():
-                if prior.by_task:
-                    ran = int(this.by_task[task][1]) if this and task in this.by_task else 0
-                else:
-                    ran = this.tasks if this else 0
-                share = seconds * min(ran, times) / times
-                if running is not None and running[0] == role and running[1] in (task, "") and ran < times:
-                    share += min(seconds / times, self.clock.elapsed_in_task(now))
-                left += seconds - share
-                done += share
-        return left, done
+        found = _find(prior, start, *running) if running is not None else None
+        if found is not None:  # the tasks passed by are done; the running one, up to its cost
+            cost = place.cost(prior[found])
+            return cost - min(cost, self.clock.elapsed_in_task(now)) + self._cost(place, prior[found + 1 :])
+        return self._cost(place, prior[start:])
+
+    @staticmethod
+    def _cost(place: _Place, tasks: list[Task]) -> float:
+        return sum(place.cost(task) for task in tasks)
 
     def observe(self, kind: str, now: float) -> None:
         """Called after the clock saw the event: the run's start, and a sample at each task's start."""
@@ -214,3 +236,11 @@ def duration(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60}m {whole % 60:02d}s"
     return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
+def _find(tasks: list[Task], start: int, role: str, task: str) -> int | None:
+    """The index of the first task named so in role from start on, or None."""
+    for index in range(start, len(tasks)):
+        if tasks[index][0] == role and tasks[index][1] == task:
+            return index
+    return None

@@ -24,21 +24,9 @@ _RESULTS = ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_
 class RoleTime:
     seconds: float = 0.0
     tasks: int = 0
-    by_task: dict[str, list[float]] = field(default_factory=dict)  # task name -> [seconds, times run]
-
-    def add(self, task: str, seconds: float) -> None:
-        self.seconds += seconds
-        self.tasks += 1
-        spent = self.by_task.setdefault(task, [0.0, 0])
-        spent[0] += seconds
-        spent[1] += 1
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "seconds": round(self.seconds, 2),
-            "tasks": self.tasks,
-            "by_task": {task: [round(s, 2), int(n)] for task, (s, n) in self.by_task.items()},
-        }
+        return {"seconds": round(self.seconds, 2), "tasks": self.tasks}
 
 
 @dataclass(frozen=True)
@@ -57,6 +45,7 @@ class _Slot:
     task: str
     started: float
     hosts: set[str] = field(default_factory=set)
+    changed: set[str] = field(default_factory=set)
 
 
 class RoleClock:
@@ -68,6 +57,8 @@ class RoleClock:
         self.finished: list[Finished] = []  # taken by whoever shows them (display's plain lines)
         self._slot: _Slot | None = None
         self._stretch: dict[str, Finished] = {}  # host -> its stretch in the current role so far
+        # host -> (role, task, seconds, changed) of every task in the order it ran: what an estimate reads
+        self.timeline: dict[str, list[tuple[str, str, float, bool]]] = {}
         self.busy: dict[str, float] = {}  # host -> seconds its modules ran (the host the others wait for)
 
     def observe(self, kind: str, data: Mapping[str, Any], now: float) -> None:
@@ -83,6 +74,8 @@ class RoleClock:
             self._slot.hosts.add(str(data["host"]))
         elif kind in _RESULTS and data.get("host"):
             host = str(data["host"])
+            if self._slot is not None and (data.get("res") or {}).get("changed"):
+                self._slot.changed.add(host)
             self.busy[host] = self.busy.get(host, 0.0) + _number(data.get("duration"))
 
     def slowest(self) -> str | None:
@@ -103,6 +96,13 @@ class RoleClock:
         """{host: {role: {seconds, tasks}}}, for summary.json."""
         return {host: {role: t.as_dict() for role, t in roles.items()} for host, roles in self.hosts.items()}
 
+    def timelines(self) -> dict[str, list[list[Any]]]:
+        """{host: [[role, task, seconds, changed], ...]} in the order the tasks ran, for summary.json."""
+        return {
+            host: [[role, task, round(seconds, 2), changed] for role, task, seconds, changed in tasks]
+            for host, tasks in self.timeline.items()
+        }
+
     def _close(self, now: float) -> None:
         slot, self._slot = self._slot, None
         if slot is None:
@@ -110,7 +110,9 @@ class RoleClock:
         span = max(0.0, now - slot.started)
         for host in sorted(slot.hosts):
             spent = self.hosts.setdefault(host, {}).setdefault(slot.role, RoleTime())
-            spent.add(slot.task, span)
+            spent.seconds += span
+            spent.tasks += 1
+            self.timeline.setdefault(host, []).append((slot.role, slot.task, span, host in slot.changed))
             if self.current.get(host) not in (None, slot.role):
                 self._end_stretch(host)
             self.current[host] = slot.role

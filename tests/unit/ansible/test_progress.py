@@ -63,11 +63,11 @@ RUN = [
 def test_each_roles_time_on_each_host() -> None:
     tracker, _ = replay(RUN, ["n1", "n2"], None)
     table = tracker.clock.table()
-    assert table["n1"]["driver"] == {
-        "seconds": 50.0,
-        "tasks": 2,
-        "by_task": {"Install the driver": [40.0, 1], "Load the module": [10.0, 1]},
-    }
+    assert table["n1"]["driver"] == {"seconds": 50.0, "tasks": 2}
+    assert tracker.clock.timelines()["n1"][:2] == [
+        ["driver", "Install the driver", 40.0, False],
+        ["driver", "Load the module", 10.0, False],
+    ]
     assert table["n1"]["cuda"]["seconds"] == 40.0 and table["n1"]["cuda"]["tasks"] == 2  # 30 + 10
     assert table["n1"]["repository"]["seconds"] == 10.0 and "repository" not in table["n2"]
     finished = [(f.host, f.role, f.seconds, f.tasks) for f in tracker.clock.finished]
@@ -89,31 +89,55 @@ def test_first_run_says_there_is_no_estimate_yet() -> None:
     assert progress.line().endswith(estimate.FIRST_RUN)
 
 
+def prior_of(tracker: Tracker, run_id: str = "run-1") -> Prior:
+    """The prior as the next run reads it from summary.json."""
+    return Prior(run_id, estimate.parse_timeline(json.loads(json.dumps(tracker.clock.timelines()))))
+
+
+def before(second: float) -> list[dict[str, Any]]:
+    return [e for e in RUN if e["created"] < at(second, "x")["created"]]
+
+
 def test_the_estimate_from_a_prior_run() -> None:
-    first, _ = replay(RUN, ["n1", "n2"], None)
-    prior = Prior("run-1", estimate.parse_table(json.loads(json.dumps(first.clock.table()))))
-    # The same run again: halfway (after 50 s) it has 50 s left.
-    tracker, estimator = replay(
-        [e for e in RUN if e["created"] < at(50.5, "x")["created"]], ["n1", "n2"], prior
-    )
+    prior = prior_of(replay(RUN, ["n1", "n2"], None)[0])
+    # The same run again: halfway (after 50 s, CUDA's install just started) it has 50 s left.
+    tracker, estimator = replay(before(50.5), ["n1", "n2"], prior)
     progress = estimator.progress(tracker.now)
     assert progress.expected == 9 and progress.done == 4  # 5 tasks on n1 and 4 on n2; 2 each done
     assert progress.left_s == pytest.approx(50.0, abs=1.0)
     assert progress.line().startswith("4/9 tasks done (44%), 5 left; slowest host: ")
     assert progress.line().endswith("about 50s left (from run run-1)")
-    # A host the prior did not cover is given each role's slowest time.
-    assert prior.for_host("n9")["repository"].seconds == 10.0
-    # Twice as slow as the prior so far: the rest is expected twice as slow too.
-    slow = [{**e, "created": at(2 * (i // 3), "x")["created"]} for i, e in enumerate(RUN[:10])]
-    tracker, estimator = replay(slow, ["n1", "n2"], prior)
-    assert estimator.progress(tracker.now).left_s is not None
+    # A host the prior did not cover is given the tasks of its slowest host.
+    assert len(prior.for_host("n9")) == 5
+
+
+def test_a_rerun_that_changes_nothing_skips_the_installs() -> None:
+    """The prior installed (its long tasks changed something); this run's matched installs changed nothing:
+    the install left (CUDA, 30 s then) is costed as this run's idle tasks are (2 s), not 30 s."""
+    first = [
+        {**e, "event_data": {**e["event_data"], "res": {"changed": True}}}
+        if e["event"] == "runner_on_ok" and e["event_data"]["task"].startswith("Install")
+        else e
+        for e in RUN
+    ]
+    prior = prior_of(replay(first, ["n1", "n2"], None)[0])
+    rerun = [
+        at(0, "playbook_on_start"),
+        *task(0, "driver", "Install the driver", "n1", took=1),  # changed nothing: 1 s, not 40
+        *task(1, "driver", "Load the module", "n1", took=3),  # 3 s now for 10 s then: a pace of 0.3
+        at(4, "playbook_on_task_start", role="cuda", task="Install CUDA"),
+    ]
+    tracker, estimator = replay(rerun, ["n1"], prior)
+    left = estimator.progress(tracker.now).left_s
+    # Left: Install CUDA (2 s: this run's tasks that changed nothing took 1 and 3 s), Add the key and
+    # Verify CUDA (10 s each then, x 0.3).
+    assert left == pytest.approx(2 + 3 + 3, abs=0.1)
 
 
 def test_records_that_do_not_parse_are_left_out() -> None:
-    table = {"n1": {"a": {"seconds": "x", "tasks": 1}, "b": {"seconds": 3, "tasks": 2}}, "n2": [1]}
-    assert list(estimate.parse_table(table)) == ["n1"]
-    assert list(estimate.parse_table(table)["n1"]) == ["b"]
-    assert estimate.parse_table(None) == {}
+    timeline = {"n1": [["a", "t", "x", False]], "n2": [["a", "t", 3, True]], "n3": [1]}
+    assert estimate.parse_timeline(timeline) == {"n2": [("a", "t", 3.0, True)]}
+    assert estimate.parse_timeline(None) == {}
 
 
 def test_recorded_runs_second_estimate_at_halfway_within_25_percent() -> None:
@@ -121,10 +145,10 @@ def test_recorded_runs_second_estimate_at_halfway_within_25_percent() -> None:
     the first installs everything, the second changes nothing. Estimated from the first, the second's
     estimate at its halfway point is within 25% of the time it then had left."""
     hosts = ["node1", "node2"]
-    first, first_estimate = replay(recorded_runs.load("first.jsonl"), hosts, None)
+    first, first_estimate = replay(recorded_runs.load("first.jsonl.gz"), hosts, None)
     assert first_estimate.accuracy(first.now) is None  # a first run estimates nothing
-    prior = Prior("first", estimate.parse_table(json.loads(json.dumps(first.clock.table()))))
-    second, estimator = replay(recorded_runs.load("second.jsonl"), hosts, prior)
+    prior = prior_of(first, "first")
+    second, estimator = replay(recorded_runs.load("second.jsonl.gz"), hosts, prior)
     accuracy = estimator.accuracy(second.now)
     assert accuracy is not None and accuracy["error"] is not None
     assert abs(accuracy["error"]) <= 0.25, accuracy
