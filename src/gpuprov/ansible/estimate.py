@@ -23,6 +23,7 @@ one.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,8 +170,14 @@ class Estimator:
     started: float | None = None
     samples: list[tuple[float, float]] = field(default_factory=list)  # (elapsed, left) at each task start
     _places: dict[str, _Place] = field(default_factory=dict)
+    # The live display redraws from a thread of its own while events come in: one reader at a time.
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def progress(self, now: float) -> Progress:
+        with self._lock:
+            return self._progress(now)
+
+    def _progress(self, now: float) -> Progress:
         done = sum(t.tasks for h in self.hosts for t in self.clock.hosts.get(h, {}).values())
         roles = {h: (self.clock.running_on(h) or (self.clock.current.get(h, ""),))[0] for h in self.hosts}
         slowest = self.clock.slowest()
