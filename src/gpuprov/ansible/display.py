@@ -80,6 +80,8 @@ def role_lines(estimator: Estimator, now: Callable[[], float]) -> Callable[[str,
     def listen(kind: str, data: Mapping[str, Any]) -> None:
         finished, estimator.clock.finished = estimator.clock.finished, []
         for stretch in finished:
+            if stretch.host not in estimator.hosts:
+                continue  # the control node's own checks (localhost), as in the live table
             progress = estimator.progress(now())
             console.info(
                 f"{stretch.host}: {stretch.role} done in {duration(stretch.seconds)} "
