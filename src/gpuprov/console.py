@@ -107,6 +107,7 @@ def error(text: str) -> None:
 
 
 _job_console = _out
+_hidden_marks: tuple[str, ...] = ()
 
 
 @contextlib.contextmanager
@@ -120,8 +121,24 @@ def job_lines_on_stderr() -> Iterator[None]:
         _job_console = _out
 
 
+@contextlib.contextmanager
+def protocol_lines_hidden(*marks: str) -> Iterator[None]:
+    """Lines of a job that carry one of `marks` (`GPUPROV_ALLREDUCE {json}`: gpuprov's own result lines, read
+    from the job's log) are not shown meanwhile; the job's log keeps them, and every other line (its
+    errors) is still shown."""
+    global _hidden_marks
+    before = _hidden_marks
+    _hidden_marks = before + marks
+    try:
+        yield
+    finally:
+        _hidden_marks = before
+
+
 def job_line(prefix: str, text: str, color: str) -> None:
     """One line of a job's output on stdout, prefixed 'host/rank |' (in the host's colour on a TTY)."""
+    if _hidden_marks and any(mark in text for mark in _hidden_marks):
+        return
     _job_console.print(f"[{color}]{escape(prefix)} |[/] {escape(text)}", highlight=False, markup=True)
 
 

@@ -3,7 +3,10 @@
 - arguments.py: the options dataclass, -e parsing, and every ansible-runner argument, built in one place.
 - runner.py: the one wrapper around ansible_runner.run (temp private data dir, Ctrl-C, events).
 - events.py: runner's events folded into per-host progress, and the versions the roles verified.
-- display.py: that progress shown live or as plain lines, and the tables at the end.
+- timing.py: each role's and task's time on each host, from the events (the record an estimate reads).
+- estimate.py: the tasks done and the time left, estimated from the last run like this one.
+- display.py: that progress shown live (the time left under the table) or as plain lines, and the tables
+  at the end.
 - runs.py: run directories under the state dir, with summary.json (which names the verb of the run).
 - engine.py: the order of it all: input, run directory, the verb's own checks, the playbook, the verdict.
 

@@ -6,12 +6,16 @@ On a terminal: a live table, one row per host (current task, ok/changed/failed c
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from gpuprov import console
+from gpuprov.ansible.estimate import Estimator, duration
 from gpuprov.ansible.events import HostState, Tracker, failure_message
 
 _STYLE = {
@@ -26,13 +30,21 @@ _STYLE = {
 class LiveProgress:
     """A rich renderable: re-read from the tracker at every refresh of the Live display."""
 
-    def __init__(self, tracker: Tracker, title: str) -> None:
+    def __init__(self, tracker: Tracker, title: str, estimator: Estimator | None = None) -> None:
         self.tracker = tracker
         self.title = title
+        self.estimator = estimator
 
-    def __rich__(self) -> Table:
+    def __rich__(self) -> Group:
+        """The table of hosts, and under it the overall progress and the time left."""
+        parts: list[Table | Text] = [self._table()]
+        if self.estimator is not None:
+            parts.append(Text(self.estimator.progress(time.time()).line(), style="bold"))
+        return Group(*parts)
+
+    def _table(self) -> Table:
         grid = Table(title=self.title, title_justify="left", expand=False)
-        for column in ("host", "status", "ok", "changed", "failed", "skipped", "current task"):
+        for column in ("host", "status", "ok", "changed", "failed", "skipped", "tasks", "current task"):
             grid.add_column(
                 column, overflow="ellipsis", no_wrap=True, max_width=70 if column == "current task" else None
             )
@@ -48,10 +60,35 @@ class LiveProgress:
                 str(host.changed),
                 str(host.failed + host.unreachable),
                 str(host.skipped),
+                self._tasks(host.name),
                 task,
                 style=None,
             )
         return grid
+
+    def _tasks(self, host: str) -> str:
+        """Tasks done on host, and of how many the last run like this one ran there."""
+        done = sum(t.tasks for t in self.tracker.clock.hosts.get(host, {}).values())
+        prior = self.estimator.prior if self.estimator is not None else None
+        expected = len(prior.for_host(host)) if prior else 0
+        return f"{done}/{max(done, expected)}" if expected else str(done)
+
+
+def role_lines(estimator: Estimator, now: Callable[[], float]) -> Callable[[str, Mapping[str, Any]], None]:
+    """Without a terminal: one line per role per host as it finishes, with the overall progress."""
+
+    def listen(kind: str, data: Mapping[str, Any]) -> None:
+        finished, estimator.clock.finished = estimator.clock.finished, []
+        for stretch in finished:
+            if stretch.host not in estimator.hosts:
+                continue  # the control node's own checks (localhost), as in the live table
+            progress = estimator.progress(now())
+            console.info(
+                f"{stretch.host}: {stretch.role} done in {duration(stretch.seconds)} "
+                f"({stretch.tasks} tasks); {progress.line()}"
+            )
+
+    return listen
 
 
 def describe(kind: str, data: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuprov import console, hosts, paths, resources
-from gpuprov.ansible import arguments, display, runner, runs, tags
+from gpuprov.ansible import arguments, display, estimate, runner, runs, tags
 from gpuprov.ansible.arguments import Options
+from gpuprov.ansible.estimate import Estimator
 from gpuprov.ansible.events import HostState, Tracker
 from gpuprov.ansible.runs import RunDir
 from gpuprov.errors import EnvironmentProblem, ExitCode, GpuprovError
@@ -127,15 +128,35 @@ def _apply(run: Run) -> dict[str, Any]:
 
     tracker = Tracker(names)
     live = console.is_terminal() and console.verbosity() >= console.Verbosity.NORMAL
-    tracker.listeners.append(display.listener(run.directory.log, plain=not live))
+    estimator = _estimator(run, tracker, live)
     mode = " in check mode (nothing is changed)" if run.options.check else ""
     console.step(f"Applying {run.playbook.name} to {len(names)} host(s){mode}; forks={run.summary['forks']}")
     title = f"gpuprov {run.verb}: {run.playbook.name}{' (check mode)' if run.options.check else ''}"
-    context = console.live(display.LiveProgress(tracker, title)) if live else contextlib.nullcontext()
+    progress = display.LiveProgress(tracker, title, estimator)
+    context = console.live(progress) if live else contextlib.nullcontext()
     with context, runs.private_files():  # Ansible's log and events in the run directory: the user's alone
         outcome = runner.execute(build_kwargs, tracker.handle, run.directory.log)
     run.directory.log(f"ansible-runner finished: status={outcome.status} rc={outcome.rc}")
+    run.summary["roles"] = tracker.clock.table()
+    run.summary["timeline"] = tracker.clock.timelines()  # what the next run's estimate reads
+    run.summary["progress"] = {
+        **estimator.progress(tracker.now).as_dict(),
+        "estimated_at_start_s": round(estimator.samples[0][1], 1) if estimator.samples else None,
+        "halfway": estimator.accuracy(tracker.now),
+    }
     return _report(run, outcome, tracker, live)
+
+
+def _estimator(run: Run, tracker: Tracker, live: bool) -> Estimator:
+    """The estimate of the time left, from the last ok run of the same verb, playbook, tags and mode; its
+    lines (one per role per host) and the run log's lines as the events come."""
+    alike = {key: run.summary[key] for key in (runs.VERB, "playbook", "tags", "skip_tags", "check")}
+    estimator = Estimator(tracker.clock, run.inventory.names, estimate.find_prior(alike, run.directory.id))
+    tracker.listeners.append(lambda kind, data: estimator.observe(kind, tracker.now))
+    tracker.listeners.append(display.listener(run.directory.log, plain=not live))
+    if not live:
+        tracker.listeners.append(display.role_lines(estimator, lambda: tracker.now))
+    return estimator
 
 
 def _report(run: Run, outcome: runner.Outcome, tracker: Tracker, live: bool) -> dict[str, Any]:

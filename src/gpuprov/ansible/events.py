@@ -9,10 +9,13 @@ failed with their message, and the versions the roles verified. Roles publish ve
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from gpuprov.ansible.timing import RoleClock
 
 VERSIONS_KEY = "gpuprov_verified"
 MESSAGE_LIMIT = 400
@@ -89,6 +92,8 @@ class Tracker:
         self.task = ""
         self.stats_seen = False
         self.listeners: list[Any] = []
+        self.clock = RoleClock()  # each role's time on each host: the run record estimates read
+        self.now = time.time()  # when the latest event happened (its own timestamp)
 
     def host(self, name: str) -> HostState:
         if name not in self.hosts:  # a host the playbook added (add_host, delegate_to)
@@ -98,7 +103,9 @@ class Tracker:
     def handle(self, event: Mapping[str, Any]) -> bool:
         kind = str(event.get("event", ""))
         data = event.get("event_data") or {}
+        self.now = event_time(event)
         try:
+            self.clock.observe(kind, data, self.now)
             self._fold(kind, data)
         finally:
             for listener in self.listeners:
@@ -171,6 +178,14 @@ class Tracker:
             for name, versions in custom.items():
                 if isinstance(versions, Mapping) and str(name) in self.hosts:
                     self.host(str(name)).versions.update({str(k): v for k, v in versions.items()})
+
+
+def event_time(event: Mapping[str, Any]) -> float:
+    """When runner made the event (its "created" stamp), in seconds since the epoch; now if it has none."""
+    try:
+        return datetime.datetime.fromisoformat(str(event["created"])).timestamp()
+    except (KeyError, ValueError):
+        return time.time()
 
 
 def _task_name(data: Mapping[str, Any]) -> str:

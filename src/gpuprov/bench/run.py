@@ -77,9 +77,10 @@ def one_run(
     opts: BenchOptions, inventory: Path, script: Path, names: list[str], nproc: Nproc, label: str
 ) -> RunResult:
     console.step(f"bench: {label} on {', '.join(names)}")
-    job_id = launch.run_job(
-        script, inventory, names, nproc=nproc, script_args=opts.node_args(), workdir=script.parent
-    )
+    with console.protocol_lines_hidden(RESULT_MARKER):  # read from the log by read_result, never shown
+        job_id = launch.run_job(
+            script, inventory, names, nproc=nproc, script_args=opts.node_args(), workdir=script.parent
+        )
     return RunResult(label, len(names), job_id, read_result(job_id, names[0]), tuple(names))
 
 

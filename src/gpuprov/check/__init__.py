@@ -19,5 +19,7 @@
 - xid.py: the Xid events that need action, with their meaning and source.
 - results.py: the result model, the verdict helper and the exit code of a run.
 - output.py: the table (rich or plain lines), failures first, or every result as JSON (--json).
+- figures.py: the figures measured (busbw and its threshold, matmul TFLOPS per host, versions) for the table
+  at the end.
 - store.py: a run's results kept in the state dir (bench reads the last bandwidth from it).
 """

@@ -32,7 +32,8 @@ FORMULA = "busbw = algbw x 2(n-1)/n (nccl-tests doc/PERFORMANCE.md)"
 
 def measure(inventory: Path, names: list[str]) -> dict[str, Any]:
     """Run the all-reduce on these hosts; its report (backend, world, bytes, seconds per repetition)."""
-    with console.job_lines_on_stderr():  # stdout carries only what check is asked for (--json)
+    # stdout carries only what check is asked for (--json); the result line is read from the log, not shown
+    with console.job_lines_on_stderr(), console.protocol_lines_hidden(MARK):
         job_id = launch.run_job(SCRIPT, inventory, names)
     log = launch.job_log(job_id, names[0])
     for line in reversed(log.read_text(errors="replace").splitlines()):

@@ -14,6 +14,7 @@ from gpuprov.check import (
     bandwidth,
     cross_checks,
     expected,
+    figures,
     gather,
     host_checks,
     host_view,
@@ -71,6 +72,7 @@ def run(opts: CheckOptions) -> ExitCode:
         "counts": counts(results),
         "exit_code": int(code),
         "results": [r.as_dict() for r in results],
+        "figures": figures.as_dicts(results),  # what the table at the end shows
     }
     where = store.save(summary)
     if opts.json:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from gpuprov import console
+from gpuprov.check import figures
 from gpuprov.check.results import Result, Status, counts, ordered
 
 COLUMNS = [
@@ -55,7 +56,8 @@ def _line(result: Result) -> str:
 
 
 def show(results: list[Result], verbose: bool = False) -> None:
-    """Failures first; passes and what does not apply are counted, and listed with --verbose."""
+    """Failures first; passes and what does not apply are counted, and listed with --verbose; then the
+    figures measured (bandwidth, TFLOPS, versions) last, where the eye lands."""
     rows = ordered(results)
     if not verbose:
         rows = [r for r in rows if r.status not in (Status.PASS, Status.NOT_APPLICABLE)] or rows
@@ -66,6 +68,20 @@ def show(results: list[Result], verbose: bool = False) -> None:
             console.info(console.one_line(_line(result)))
     found = counts(results)
     console.info(", ".join(f"{n} {status}" for status, n in found.items() if n))
+    show_figures(results)
+
+
+def show_figures(results: list[Result]) -> None:
+    """The figures table (a rich table on a terminal, one line per figure without one)."""
+    table = figures.rows(results)
+    if not table:
+        return
+    if console.is_terminal():
+        console.table("Measured", figures.COLUMNS, table)
+        return
+    console.info("Measured:")
+    for figure, where, value, note in table:
+        console.info(console.one_line(f"  {figure:<14} {where:<12} {value}{f'  ({note})' if note else ''}"))
 
 
 def as_json(summary: dict[str, Any]) -> None:

@@ -45,6 +45,11 @@ def test_progress_summary_and_json(deb_sandbox: Sandbox) -> None:
     assert not exists_on(deb_sandbox, "node3", "/etc/gpuprov-test")  # outside --limit
     # No TTY: plain lines a CI log can be read by.
     assert "> PLAY Exercise gpuprov bootstrap" in result.stderr
+    # One line per role per host as it finishes (small.yml's tasks are in no role), with the progress.
+    assert "node1: (play tasks) done in " in result.stderr and "tasks done" in result.stderr
+    assert summary["roles"]["node1"]["(play tasks)"]["tasks"] >= 4
+    assert summary["progress"]["tasks_done"] >= 8
+    assert summary["progress"]["slowest_host"] in ("node1", "node2")
     assert f"Run directory (full log, events, summary.json): {latest_run(result.state_dir)}" in result.stderr
     run = latest_run(result.state_dir)
     assert "TASK [Write the second marker]" in (run / "stdout").read_text()  # Ansible's full log
@@ -126,3 +131,7 @@ def test_live_progress_on_a_terminal(deb_sandbox: Sandbox) -> None:
     assert "gpuprov bootstrap: small.yml" in proc.stdout  # the live table's title
     assert "current task" in proc.stdout
     assert "node1: changed:" not in proc.stdout  # no plain lines on a terminal
+    # The live line under the table: the overall progress, and the time left (or why there is no estimate).
+    assert "tasks done" in proc.stdout
+    assert "left (from run " in proc.stdout or "first run: no estimate yet" in proc.stdout
+    assert "(play tasks) done in" not in proc.stdout  # the per-role lines are for logs

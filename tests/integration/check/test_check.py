@@ -78,6 +78,11 @@ def test_bootstrapped_hosts_pass_with_the_bandwidth_measured(ready: Sandbox) -> 
     assert "gloo" in bandwidth["detail"] and "no threshold" in bandwidth["detail"]
     assert float(bandwidth["measured"].split()[0]) > 0
     assert summary["exit_code"] == 0
+    # The figure is on screen, in the table at the end; the job's internal result line is not.
+    measured = proc.stderr[proc.stderr.index("Measured:") :]
+    assert f"bus bandwidth  all 2 hosts  {bandwidth['measured']} GB/s busbw" in measured, proc.stderr
+    assert "(none: gloo on CPU is measured, not judged)" in measured
+    assert "GPUPROV_" not in proc.stderr and "GPUPROV_ALLREDUCE" not in proc.stdout, proc.stderr
 
 
 @pytest.fixture

@@ -171,3 +171,26 @@ def test_without_matplotlib_the_png_is_skipped_with_a_note(
     assert err == [
         f"{tmp_path / 'bench.png'} not written: matplotlib is not installed (pip install 'gpuprov[plot]')"
     ]
+
+
+def test_the_result_line_is_not_shown(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """node.py's `GPUPROV_BENCH_RESULT {json}` is read from the job's log, never printed with its lines."""
+    from types import SimpleNamespace
+
+    from gpuprov import console
+    from gpuprov.bench import run
+
+    def job(*args: object, **kwargs: object) -> str:
+        console.job_line("node1/0 ", 'GPUPROV_BENCH_RESULT {"world_size": 1}', "white")
+        console.job_line("node1/0 ", "window 1/2: 5.0 img/s", "white")
+        return "j1"
+
+    monkeypatch.setattr(run.launch, "run_job", job)
+    monkeypatch.setattr(run, "read_result", lambda job_id, master: {"world_size": 1})
+    opts = SimpleNamespace(node_args=lambda: [])
+    result = run.one_run(opts, Path("inv.ini"), Path("/tmp/node.py"), ["node1"], run.Nproc("1"), "1 node")  # type: ignore[arg-type]
+    captured = capsys.readouterr()
+    assert result.job_id == "j1" and "window 1/2" in captured.out
+    assert "GPUPROV_BENCH_RESULT" not in captured.out + captured.err
