@@ -1,7 +1,8 @@
 """The options of every verb that acts on hosts, defined once (fields for gpuprov.cli_options):
 
 - the inventory: an optional positional INVENTORY or -i/--inventory (one of them; both is an error),
-  by default $GPUPROV_INVENTORY, then ./inventory.ini (`inventory_path`, the one default rule);
+  by default $GPUPROV_INVENTORY, then ./inventory.ini (`inventory_path`, the one default rule, which names
+  a defaulted inventory on stderr before any host is contacted);
 - --limit PATTERN: an Ansible host pattern that narrows the inventory (gpuprov.hosts.load checks it);
 - --nodes N / --hosts H1,H2 (launch and bench): pick from the hosts --limit left, a count or a list;
 - --json: the results as JSON on stdout.
