@@ -75,7 +75,7 @@ _AT_LEAST_1 = cli_options.optional(cli_options.at_least(1))
 class BenchOptions:
     """Every option of `gpuprov bench`, each written once: its field, click option and check."""
 
-    inventory: Path = host_options.inventory_found()  # resolved (and a default announced) once
+    inventory: Path | None = host_options.inventory()
     limit: str | None = host_options.limit()
     model: str = cli_options.option(
         "--model",
