@@ -56,6 +56,11 @@ def step(text: str) -> None:
         _err.print(f"[bold cyan]>[/] {escape(text)}")
 
 
+def notice(text: str) -> None:
+    """What the user must see before a command acts, even with --quiet (the inventory it chose itself)."""
+    _err.print(f"[bold cyan]>[/] {escape(one_line(text))}")
+
+
 def success(text: str) -> None:
     if _verbosity >= Verbosity.NORMAL:
         _err.print(f"[bold green]ok[/] {escape(text)}")

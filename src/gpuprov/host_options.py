@@ -1,7 +1,8 @@
 """The options of every verb that acts on hosts, defined once (fields for gpuprov.cli_options):
 
 - the inventory: an optional positional INVENTORY or -i/--inventory (one of them; both is an error),
-  by default $GPUPROV_INVENTORY, then ./inventory.ini (`inventory_path`, the one default rule);
+  by default $GPUPROV_INVENTORY, then ./inventory.ini (`inventory_path`, the one default rule, which names
+  a defaulted inventory on stderr before any host is contacted);
 - --limit PATTERN: an Ansible host pattern that narrows the inventory (gpuprov.hosts.load checks it);
 - --nodes N / --hosts H1,H2 (launch and bench): pick from the hosts --limit left, a count or a list;
 - --json: the results as JSON on stdout.
@@ -18,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuprov import cli_options
+from gpuprov import cli_options, console
 from gpuprov.cli_options import Param
 from gpuprov.errors import BadInput
 
@@ -28,18 +29,27 @@ INVENTORY_HELP = "Inventory [default: $GPUPROV_INVENTORY, else ./inventory.ini].
 
 
 def inventory_path(given: Path | None) -> Path:
-    """The inventory given (INVENTORY or -i), else $GPUPROV_INVENTORY, else ./inventory.ini."""
+    """The inventory given (INVENTORY or -i), else $GPUPROV_INVENTORY, else ./inventory.ini.
+
+    A default is announced on stderr (even with --quiet) before any host is contacted: bootstrap reboots
+    hosts, and an exported $GPUPROV_INVENTORY or a stray inventory.ini must not be acted on unseen. Every
+    verb resolves its inventory once (bootstrap, check and bench while parsing, launch when it loads it)."""
     if given is not None:
         return given
     from_env = os.environ.get(INVENTORY_ENV)
     if from_env:
-        return Path(from_env).expanduser()
+        return _announced(Path(from_env).expanduser(), f"from ${INVENTORY_ENV}")
     if DEFAULT_INVENTORY.exists():
-        return DEFAULT_INVENTORY
+        return _announced(DEFAULT_INVENTORY, f"./{DEFAULT_INVENTORY} in the current directory")
     raise BadInput(
         f"no inventory found: pass -i INVENTORY, set ${INVENTORY_ENV}, or put an inventory.ini in "
         f"{Path.cwd()}"
     )
+
+
+def _announced(path: Path, origin: str) -> Path:
+    console.notice(f"Inventory: {path.absolute()} ({origin})")
+    return path
 
 
 def _inventory(positional: str | None, option: str | None = None) -> Path | None:
@@ -86,12 +96,21 @@ def inventory_option() -> Path | None:
     return cli_options.field(_INVENTORY_OPTION, parse=lambda given: _inventory(None, given))
 
 
+# Ansible's subscripts include both ends, unlike a Python slice: with ansible-core 2.19.14 (this venv),
+# InventoryManager.subset('gpu_nodes[0:3]') on an 8-host group keeps node1..node4 and 'gpu_nodes[0:4]'
+# five hosts (a job's world size). The examples here and in gpuprov.hosts' messages say what they select.
+RANGE_EXAMPLE = "'gpu_nodes[0:3]' is the first four: both ends count"
+
+
 def limit() -> str | None:
+    """--limit keeps the inventory's order, whatever the pattern's: `--limit node5,node2` gives node2,
+    node5, so launch's master (the first host) is node2; --hosts keeps the order it is given in."""
     return cli_options.option(
         "--limit",
         default=None,
         metavar="PATTERN",
-        help="Only the hosts this Ansible host pattern matches (e.g. node1 or 'gpu_nodes[0:4]').",
+        help=f"Only the hosts this Ansible host pattern matches, in inventory order (e.g. node1; "
+        f"{RANGE_EXAMPLE}).",
         parse=_pattern,
     )
 

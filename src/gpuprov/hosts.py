@@ -216,7 +216,7 @@ def _limited(manager: Any, limit: str, group: str, where: str, path: Path) -> li
 
     if not limit.strip():
         raise BadInput(
-            "--limit is empty; give a host pattern (e.g. node1 or 'gpu_nodes[0:4]'), "
+            "--limit is empty; give a host pattern (e.g. node1 or 'gpu_nodes[0:3]': the first four), "
             "or leave --limit out to provision every host"
         )
     try:
@@ -250,10 +250,14 @@ def _check_limit_terms(limit: str, terms: list[str]) -> None:
         t.count("[") > 1 or (t.count("[") == 1 and not re.fullmatch(r"[^\[\]]*\[[^\[\]]*\]", t))
         for t in plain
     ):
-        raise BadInput(f"--limit {limit!r}: unbalanced '[' or ']'; a range is written gpu_nodes[0:4]")
+        raise BadInput(
+            f"--limit {limit!r}: unbalanced '[' or ']'; a range is written gpu_nodes[0:3] (the first four)"
+        )
     brackets = sum(t.count("[") + t.count("]") for t in terms)
     if limit.count("[") + limit.count("]") != brackets:
-        raise BadInput(f"--limit {limit!r}: unbalanced '[' or ']'; a range is written gpu_nodes[0:4]")
+        raise BadInput(
+            f"--limit {limit!r}: unbalanced '[' or ']'; a range is written gpu_nodes[0:3] (the first four)"
+        )
 
 
 def is_host_name(text: str) -> bool:

@@ -9,13 +9,14 @@ main() (tests/unit/in_process.py) where the subprocess is not the point.
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 import pytest
 
-from gpuprov import cli, cli_options, host_options
+from gpuprov import cli, cli_options, host_options, hosts
 from gpuprov.bench import options as bench_options
 from gpuprov.bootstrap import command as bootstrap_command
 from gpuprov.check import options as check_options
@@ -189,6 +190,29 @@ def test_limit_that_matches_nothing_is_refused_by_every_verb(args: list[str], th
     assert "--limit 'node9'" in line and "node9" in line
 
 
+DEFAULTED_ARGS = {"bootstrap": [], "check": [], "bench": [], "launch": ["--dry-run", "train.py"]}
+
+
+@pytest.mark.parametrize("verb", sorted(DEFAULTED_ARGS))
+@pytest.mark.parametrize("quiet", [[], ["-q"]], ids=["", "quiet"])
+def test_a_defaulted_inventory_is_named_before_any_host(verb: str, quiet: list[str], three: Path) -> None:
+    """No verb acts on an inventory it chose itself without saying which and why (bootstrap reboots);
+    --limit node9 stops each verb where the inventory is read, before any SSH."""
+    args = [*quiet, verb, "--limit", "node9", *DEFAULTED_ARGS[verb]]
+    from_cwd = _run(*args, cwd=three)
+    assert _error(from_cwd)  # the limit's one error line, after the inventory's line
+    named = f"Inventory: {three / 'inventory.ini'} (./inventory.ini in the current directory)"
+    assert from_cwd.stderr.splitlines()[0].endswith(named) and "Inventory" not in from_cwd.stdout
+    (three / "env.ini").write_text((three / "inventory.ini").read_text())
+    from_env = _run(*args, cwd=three, env={"GPUPROV_INVENTORY": str(three / "env.ini")})
+    assert _error(from_env)
+    assert from_env.stderr.splitlines()[0].endswith(
+        f"Inventory: {three / 'env.ini'} (from $GPUPROV_INVENTORY)"
+    )
+    given = _run(verb, "-i", "inventory.ini", "--limit", "node9", *DEFAULTED_ARGS[verb], cwd=three)
+    assert _error(given) and "Inventory:" not in given.stderr  # given on the command line: seen already
+
+
 def test_limit_narrows_then_nodes_and_hosts_pick(three: Path) -> None:
     def chosen(**raw: object) -> list[str]:
         opts = launch_options.build(
@@ -203,6 +227,29 @@ def test_limit_narrows_then_nodes_and_hosts_pick(three: Path) -> None:
         chosen(limit="node2:node3", nodes=3)
     with pytest.raises(BadInput, match=r"--hosts: node1 not in .* --limit 'node2:node3'"):
         chosen(limit="node2:node3", hosts="node1")
+
+
+def test_the_limit_examples_select_what_they_say(tmp_path: Path) -> None:
+    """Ansible's subscripts include both ends: the help's range example is checked against ansible-core,
+    and the master under --limit is the first host in inventory order, not the pattern's first."""
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text(
+        "[gpu_nodes]\n" + "".join(f"node{i} ansible_host=127.0.0.{i}\n" for i in range(1, 9))
+    )
+    help_text = str(REFERENCE["limit"][3])
+    example = re.search(r"'(gpu_nodes\[\d+:\d+\])' is the first four", help_text)
+    assert example, help_text
+    assert hosts.load(inventory, example.group(1)).names == ["node1", "node2", "node3", "node4"]
+    assert "in inventory order" in help_text
+
+    def master(**raw: object) -> str:
+        opts = launch_options.build(script=str(tmp_path / "train.py"), inventory=str(inventory), **raw)
+        return selection.chosen(opts)[1][0].name
+
+    assert master(limit="node5,node2") == "node2"  # inventory order
+    assert master(hosts="node5,node2") == "node5"  # the order given
+    assert master(limit="node5,node2", hosts="node5,node2") == "node5"
 
 
 def test_bench_limit_narrows_its_hosts(three: Path) -> None:

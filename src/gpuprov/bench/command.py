@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import click
 
-from gpuprov import console
+from gpuprov import console, host_options
 
 from . import options, report
 
@@ -22,19 +23,19 @@ def bench(opts: options.BenchOptions) -> None:
     """
     from . import run  # the launch flow and paramiko: only once the options are good
 
+    # The inventory resolved once (a default named on stderr once, before any host), for every run and the
+    # check record below.
+    opts = dataclasses.replace(opts, inventory=host_options.inventory_path(opts.inventory))
     if opts.json:  # stdout is the JSON alone; the jobs' lines go to stderr
         with console.job_lines_on_stderr():
             runs = run.run_all(opts)
     else:
         runs = run.run_all(opts)
-    from gpuprov import host_options
-
     from . import check_record
 
     # The largest run's hosts: the ones a check's all-hosts busbw must have covered to be quoted here.
-    doc = report.document(
-        runs, check_record.find(host_options.inventory_path(opts.inventory), runs[-1].host_names)
-    )
+    assert opts.inventory is not None
+    doc = report.document(runs, check_record.find(opts.inventory, runs[-1].host_names))
     if opts.json:
         console.result(json.dumps(doc, indent=2))
     else:

@@ -13,7 +13,6 @@
 - cross_checks.py: checks across hosts (the versions agree; the odd host out is named).
 - ports.py: the rendezvous and NCCL/gloo ports reached from every other host (gpuprov.porttest).
 - bandwidth.py: the all-reduce's bus bandwidth across the hosts, through gpuprov launch.
-- allreduce.py: the all-reduce program torchrun runs on the hosts for bandwidth.py.
 - busbw_threshold.py: the bandwidth threshold, from the inventory or the detected network hardware.
 - parsers.py: parsers of the NVIDIA and RDMA tools' outputs, tested against recorded real ones.
 - xid.py: the Xid events that need action, with their meaning and source.

@@ -1,4 +1,5 @@
-"""All-reduce bus bandwidth across the hosts, run through gpuprov's own launch (allreduce.py under torchrun).
+"""All-reduce bus bandwidth across the hosts, run through gpuprov's own launch (onhost/allreduce.py under
+torchrun).
 
 Reported as the median bus bandwidth of several repetitions with its spread (min-max). The threshold comes
 from the inventory (`gpuprov_check_min_busbw_gbps`), else, for NCCL, from the hardware (busbw_threshold.py):
@@ -16,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuprov import console
+from gpuprov import console, onhost
 from gpuprov.check import busbw_threshold as threshold_mod
 from gpuprov.check import expected
 from gpuprov.check.gather import Gathered
@@ -24,7 +25,7 @@ from gpuprov.check.results import Result, Status, verdict
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import api as launch
 
-SCRIPT = Path(__file__).with_name("allreduce.py")
+SCRIPT = onhost.path("allreduce.py")
 MARK = "GPUPROV_ALLREDUCE "
 THRESHOLD_VAR = threshold_mod.INVENTORY_VAR
 FORMULA = "busbw = algbw x 2(n-1)/n (nccl-tests doc/PERFORMANCE.md)"

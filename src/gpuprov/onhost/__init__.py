@@ -1,11 +1,31 @@
 """Every program gpuprov runs on a host, each a real file here; nothing else in gpuprov runs on hosts.
 
-The rule for every module in this package: standard library only, Python >= 3.8 (Ubuntu 20.04's python3,
-the oldest the platforms ship), and no import from gpuprov, since a host has no gpuprov installed. The
-exceptions: the programs that run in the job's env may import torch (env_probe, matmul_probe,
-run_torchrun, bench_node, bench_models), bench_node imports bench_models (pushed beside it), and probe and
-hostprobe import sockets, whose code is put in place of that import when they are sent (`program()`).
-tests/unit/test_onhost.py checks the rule on every file; ruff and mypy read them as any module.
+The rule for every module in this package: standard library only, and no import from gpuprov, since a host
+has no gpuprov installed. The exceptions: the programs that run in the job's env may import torch
+(env_probe, matmul_probe, probe, run_torchrun, bench_node, bench_models, allreduce), bench_node imports
+bench_models (pushed beside it), and probe and hostprobe import sockets, whose code is put in place of that
+import when they are sent (`program()`).
+
+Which Python each must work with depends on who runs it and what was checked before:
+
+- hostprobe (+ sockets) runs with the host's system Python (ansible_python_interpreter, else python3),
+  which nothing has checked: on Rocky/RHEL 8 /usr/bin/python3 is 3.6. It runs on Python >= 3.8 (also
+  ansible-core's floor for targets) and must *parse* and define itself on 3.6, so that an older one
+  prints one line naming the interpreter and what to set (hostprobe.MIN_PYTHON) instead of a SyntaxError.
+- env_probe and matmul_probe (run by hostprobe) and probe (+ sockets, launch's preflight) run with the
+  env's Python before anything has shown that env to be good (the python_env role's default env on EL8
+  is 3.6): they must parse on 3.6 and run there far enough to report the Python version and a missing or
+  broken torch.
+  For these five files: no `from __future__ import annotations` (a SyntaxError on 3.6) and no other 3.7+
+  syntax; annotations that Python evaluates (a signature's, a module's) use typing's Dict/List/Optional.
+- agent, receive and run_torchrun run with the env's Python after launch's preflight found a working torch
+  in it, and bench_node, bench_models and allreduce run under that torchrun: every torch 2.x needs Python
+  >= 3.8, so 3.8 is their floor: 3.8 syntax, and nothing evaluated at run time that 3.8 lacks (no
+  `tuple[...]` in a base class or a module-level expression: PEP 585 came with 3.9).
+
+tests/unit/test_onhost.py checks these rules on every file (3.6 and 3.8 grammar, 3.7+ futures, the
+builtin generics evaluated at run time); ruff and mypy read them as any module (ruff with a 3.7 target for
+the five above: pyproject.toml).
 
 How each reaches a host (the controller side, which reads these files as text, is named in brackets):
 
@@ -17,12 +37,14 @@ How each reaches a host (the controller side, which reads these files as text, i
                                 each with the env's python as `python -c` (check/gather.py)
     bench_node.py, bench_models.py   copied as node.py and models.py into the job's work directory that
                                 launch pushes (bench/run.py)
+    allreduce.py                check's bandwidth job, launched like any job (check/bandwidth.py)
 
 This module itself runs on the controller only: it finds the files and builds the text that is sent.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import shlex
 from pathlib import Path
@@ -52,8 +74,14 @@ def program(name: str) -> str:
     source = text(name)
     if source.count(SOCKETS_IMPORT) != 1:
         raise ValueError(f"{name} must import the host socket helpers with exactly {SOCKETS_IMPORT!r}")
-    body = text("sockets.py").split("from __future__ import annotations\n", 1)[1]  # the program has its own
-    return source.replace(SOCKETS_IMPORT, body, 1)
+    return source.replace(SOCKETS_IMPORT, _without_docstring(text("sockets.py")), 1)
+
+
+def _without_docstring(source: str) -> str:
+    """A module's text after its docstring (the program it is spliced into has its own)."""
+    first = ast.parse(source).body[0]
+    assert isinstance(first, ast.Expr) and first.end_lineno is not None, "the module starts with a docstring"
+    return "".join(source.splitlines(keepends=True)[first.end_lineno :])
 
 
 def python_command(python: str, code: str, *args: str) -> str:

@@ -81,7 +81,9 @@ def pin_cpu_threads(local_rank: int, local_world: int) -> int:
     return 1
 
 
-class HostImages(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+# Not Dataset[tuple[...]]: a base class is evaluated when the class is made, and `tuple[...]` is a TypeError
+# before Python 3.9 (PEP 585); torch is Any to mypy here, so the parameter would say nothing to it anyway.
+class HostImages(Dataset):
     """Generated uint8 images in host memory; a worker turns each into a normalised float tensor."""
 
     def __init__(self, count: int, image_size: int, seed: int) -> None:

@@ -1,18 +1,17 @@
 """What `gpuprov check` runs in the env's python on each host: its versions after a real `import torch`.
 
 Prints one JSON object: python, torch, torch_cuda, cuda_available, device_count, torch_nccl (or error, when
-torch cannot be imported or initialised). Standard library apart from torch; Python >= 3.8. hostprobe.py
-runs it as `python -c <this file's text>` (the text comes with its request; see gpuprov.onhost).
+torch cannot be imported or initialised). Standard library apart from torch; any Python 3 from 3.6 on (an
+env not yet known good: see gpuprov.onhost). hostprobe.py runs it as `python -c <this file's text>` (the
+text comes with its request).
 """
-
-from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, Dict, Optional
 
 
-def nccl_version(torch: Any) -> str | None:
+def nccl_version(torch: Any) -> Optional[str]:
     """torch's NCCL version as 'X.Y.Z' (None without CUDA, or when torch cannot say)."""
     if not torch.version.cuda:
         return None
@@ -23,8 +22,8 @@ def nccl_version(torch: Any) -> str | None:
     return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
 
-def probe() -> dict[str, object]:
-    info: dict[str, object] = {"python": ".".join(map(str, sys.version_info[:3]))}
+def probe() -> Dict[str, object]:
+    info: Dict[str, object] = {"python": ".".join(map(str, sys.version_info[:3]))}
     try:
         import torch  # type: ignore[import-not-found]  # the env's, on the host
 

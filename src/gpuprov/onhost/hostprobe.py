@@ -1,4 +1,5 @@
-"""What `gpuprov check` runs on each host: reads, never changes. Standard library only (Python >= 3.8).
+"""What `gpuprov check` runs on each host: reads, never changes. Standard library only; Python >= 3.8, and
+Python 3.6 parses it and gets one line saying what to set (see MIN_PYTHON and gpuprov.onhost).
 
 Sent as the text of `python3 -c` in the SSH command, like launch's probe.py, with gpuprov/onhost/sockets.py's
 code in place of its import (gpuprov.onhost.program); nothing is written to the host.
@@ -14,8 +15,6 @@ code in place of its import (gpuprov.onhost.program); nothing is written to the 
                                   {name: "ok" or the error}, every target tried at once, T s each
 """
 
-from __future__ import annotations
-
 import contextlib
 import json
 import os
@@ -25,8 +24,15 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Dict, List, Optional, Tuple
 
 from gpuprov.onhost.sockets import accept_tokens, bind_first, send_token
+
+# The oldest Python this program runs on, and Ansible's modules too: ansible-core 2.19 refuses targets
+# below 3.8 (`_PY_MIN = (3, 8)` in ansible/module_utils/basic.py; the floor since 2.18). Older ones parse this
+# file (EL8's /usr/bin/python3 is 3.6), so they get one line saying what to set instead of a traceback.
+MIN_PYTHON = (3, 8)
+UNSUPPORTED_PYTHON_RC = 3
 
 TOOL_TIMEOUT_S = 20.0
 SETTINGS = {"tool_timeout": TOOL_TIMEOUT_S}  # the request's tool_timeout, where it gives one (tests)
@@ -36,7 +42,7 @@ MATMUL_SECONDS = 4.0
 MATMUL_TIMEOUT_S = 90.0
 
 
-def _run(argv: list[str], timeout: float | None = None, stdin: str | None = None) -> dict[str, object]:
+def _run(argv: List[str], timeout: Optional[float] = None, stdin: Optional[str] = None) -> Dict[str, object]:
     """A tool's exit status and output; rc None with `missing` or `timeout` when it did not run.
 
     The tool runs in a process group of its own: on timeout the whole group is killed (a hung nvidia-smi and
@@ -88,7 +94,7 @@ def _end_group(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
             stream.close()
 
 
-def _read(path: str) -> str | None:
+def _read(path: str) -> Optional[str]:
     try:
         with open(path, errors="replace") as f:
             return f.read()
@@ -96,16 +102,16 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _sysctls(keys: list[str]) -> dict[str, str | None]:
+def _sysctls(keys: List[str]) -> Dict[str, Optional[str]]:
     return {key: _sysctl(key) for key in keys}
 
 
-def _sysctl(key: str) -> str | None:
+def _sysctl(key: str) -> Optional[str]:
     text = _read("/proc/sys/" + key.replace(".", "/"))
     return " ".join(text.split()) if text is not None else None
 
 
-def _readonly(keys: list[str]) -> list[str]:
+def _readonly(keys: List[str]) -> List[str]:
     """The keys nobody can set here: missing (not in this network namespace), mode without write (a global
     key seen from a container's namespace) or on a read-only mount (/proc/sys in a container)."""
     found = []
@@ -120,9 +126,9 @@ def _readonly(keys: list[str]) -> list[str]:
     return found
 
 
-def _interfaces() -> dict[str, str]:
+def _interfaces() -> Dict[str, str]:
     """Each network interface and its operstate (up, down, unknown)."""
-    found: dict[str, str] = {}
+    found: Dict[str, str] = {}
     try:
         names = os.listdir("/sys/class/net")
     except OSError:
@@ -133,16 +139,16 @@ def _interfaces() -> dict[str, str]:
     return found
 
 
-def _interface_speeds() -> dict[str, int | None]:
+def _interface_speeds() -> Dict[str, Optional[int]]:
     """Each network interface's link speed in Mb/s (sysfs; None where it has none: down, virtual)."""
-    found: dict[str, int | None] = {}
+    found: Dict[str, Optional[int]] = {}
     for name in _interfaces():
         text = (_read(f"/sys/class/net/{name}/speed") or "").strip()  # EINVAL (None) on a down link
         found[name] = int(text) if text.lstrip("-").isdigit() and int(text) > 0 else None
     return found
 
 
-def _nvidia_pci_devices(classes: tuple[str, ...] = ("0x0300", "0x0302")) -> int:
+def _nvidia_pci_devices(classes: Tuple[str, ...] = ("0x0300", "0x0302")) -> int:
     """NVIDIA devices on the PCI bus: vendor 0x10de and a class of `classes`; by default GPUs, class 0x0300
     (VGA) or 0x0302 (3D controller); NVSwitches are class 0x0680 (bridge)."""
     count = 0
@@ -158,7 +164,7 @@ def _nvidia_pci_devices(classes: tuple[str, ...] = ("0x0300", "0x0302")) -> int:
     return count
 
 
-def _packages() -> dict[str, object]:
+def _packages() -> Dict[str, object]:
     """Installed packages of the NVIDIA stack with their versions, and which are held."""
     prefixes = ("nvidia-", "libnvidia-", "libcuda", "cuda-", "libcudnn", "cudnn", "libnccl", "kmod-nvidia")
     if shutil.which("dpkg-query"):
@@ -191,7 +197,7 @@ def _packages() -> dict[str, object]:
     return {"manager": None, "installed": {}, "held": None}
 
 
-def _kernel_log() -> dict[str, object]:
+def _kernel_log() -> Dict[str, object]:
     """The kernel log's NVRM lines since boot: dmesg, else sudo -n dmesg (dmesg_restrict), else journalctl."""
     for argv in (["dmesg"], ["sudo", "-n", "dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q"]):
         res = _run(argv)
@@ -201,7 +207,7 @@ def _kernel_log() -> dict[str, object]:
     return {"rc": None, "tool": None, "stdout": "", "error": "dmesg, sudo -n dmesg and journalctl -k failed"}
 
 
-def _matmul_under_load(python: str, smi: str, code: str) -> dict[str, object]:
+def _matmul_under_load(python: str, smi: str, code: str) -> Dict[str, object]:
     """The matmul probe's TFLOPS per GPU (code: matmul_probe.py's text), and nvidia-smi -q read while the
     GPUs are busy with it."""
     cmd = [python, "-c", code, str(MATMUL_SIZE), str(MATMUL_SECONDS)]
@@ -222,7 +228,7 @@ def _matmul_under_load(python: str, smi: str, code: str) -> dict[str, object]:
     timer = threading.Timer(MATMUL_TIMEOUT_S, _kill_group, [proc])
     timer.start()
     try:
-        busy: dict[str, object] = {"rc": None, "stdout": "", "stderr": "the matmul never started"}
+        busy: Dict[str, object] = {"rc": None, "stdout": "", "stderr": "the matmul never started"}
         assert proc.stdout is not None
         if proc.stdout.readline().strip() == "busy":
             busy = _run([smi, "-q"])
@@ -235,7 +241,7 @@ def _matmul_under_load(python: str, smi: str, code: str) -> dict[str, object]:
     return {"rc": proc.returncode, "stdout": out, "stderr": err[-2000:], "smi_q_busy": busy}
 
 
-def _sees_gpus(env: dict[str, object]) -> bool:
+def _sees_gpus(env: Dict[str, object]) -> bool:
     """Whether the env probe's torch initialised CUDA and counts a GPU."""
     try:
         info = json.loads(str(env.get("stdout", "")).strip().splitlines()[-1])
@@ -244,18 +250,18 @@ def _sees_gpus(env: dict[str, object]) -> bool:
     return bool(info.get("cuda_available")) and int(info.get("device_count") or 0) > 0
 
 
-def _loaded_modules() -> list[str]:
+def _loaded_modules() -> List[str]:
     text = _read("/proc/modules") or ""
     return [line.split(" ", 1)[0] for line in text.splitlines() if line]
 
 
-def _program(request: dict[str, object], name: str) -> str:
+def _program(request: Dict[str, object], name: str) -> str:
     """The text of env_probe.py or matmul_probe.py: it comes with the request (gpuprov.onhost)."""
     programs = request.get("programs")
     return str(programs.get(name, "")) if isinstance(programs, dict) else ""
 
 
-def collect(request: dict[str, object]) -> dict[str, object]:
+def collect(request: Dict[str, object]) -> Dict[str, object]:
     started = time.monotonic()
     SETTINGS["tool_timeout"] = float(str(request.get("tool_timeout") or TOOL_TIMEOUT_S))
     fact = _read("/etc/ansible/facts.d/gpuprov_python_env.fact")
@@ -267,7 +273,7 @@ def collect(request: dict[str, object]) -> dict[str, object]:
             python = ""
         python = python or "/opt/gpuprov/envs/train/bin/python"
     keys = [str(k) for k in request.get("sysctl_keys", [])]  # type: ignore[attr-defined]
-    data: dict[str, object] = {
+    data: Dict[str, object] = {
         "kernel": os.uname().release,
         "proc_driver_version": _read("/proc/driver/nvidia/version"),
         "pci_nvidia_gpus": _nvidia_pci_devices(),
@@ -323,8 +329,8 @@ def listen(first: int, last: int, expected: int, timeout: float) -> None:
         t.join()
 
 
-def connect(timeout: float, targets: list[list[object]]) -> None:
-    results: dict[str, str] = {}
+def connect(timeout: float, targets: List[List[object]]) -> None:
+    results: Dict[str, str] = {}
 
     def one(name: str, address: str, port: int, token: str) -> None:
         results[name] = send_token(address, port, token, timeout)
@@ -339,7 +345,26 @@ def connect(timeout: float, targets: list[list[object]]) -> None:
     print(json.dumps(results), flush=True)
 
 
-def main(argv: list[str]) -> int:
+def unsupported_python(version: Tuple[int, ...], executable: str) -> Optional[str]:
+    """Why this interpreter cannot run the probe (it is too old), or None; a line for the check's table."""
+    if tuple(version[:2]) >= MIN_PYTHON:
+        return None
+    return (
+        "{exe} is Python {found}, older than {need} (gpuprov's host programs and Ansible's modules need "
+        "{need}+): set ansible_python_interpreter to a newer one, e.g. on Rocky/RHEL 8 `dnf install "
+        "python3.12` and ansible_python_interpreter=/usr/bin/python3.12"
+    ).format(
+        exe=executable or "python3",
+        found=".".join(map(str, version[:3])),
+        need=".".join(map(str, MIN_PYTHON)),
+    )
+
+
+def main(argv: List[str]) -> int:
+    too_old = unsupported_python(tuple(sys.version_info[:3]), sys.executable)
+    if too_old is not None:
+        sys.stderr.write(too_old + "\n")
+        return UNSUPPORTED_PYTHON_RC
     command, args = (argv[0], argv[1:]) if argv else ("", [])
     if command == "collect" and not args:
         print(json.dumps(collect(json.loads(sys.stdin.read() or "{}"))), flush=True)

@@ -6,20 +6,19 @@ The same N x N fp16 matrix multiplication is enqueued on every GPU at once, time
 Large matrices and at most 400 products per GPU keep the enqueueing below CUDA's launch queue depth, so no
 GPU waits for another's queue and all are busy together. It prints `busy` while the GPUs still work
 (hostprobe then reads nvidia-smi -q: clocks and PCIe link under load), waits for a line on stdin, then
-prints one JSON line of TFLOPS per GPU index. Standard library apart from torch; Python >= 3.8.
+prints one JSON line of TFLOPS per GPU index. Standard library apart from torch; Python 3.6
+parses it (see gpuprov.onhost).
 """
-
-from __future__ import annotations
 
 import json
 import sys
 import time
-from typing import Any
+from typing import Any, Dict, List, Tuple
 
 MAX_PRODUCTS = 400  # per GPU: below CUDA's launch queue depth
 
 
-def arguments(argv: list[str]) -> tuple[int, float]:
+def arguments(argv: List[str]) -> Tuple[int, float]:
     """N (the matrices' size) and SECONDS (about how long each GPU multiplies)."""
     return int(argv[0]), float(argv[1])
 
@@ -34,11 +33,11 @@ def tflops(n: int, count: int, milliseconds: float) -> float:
     return round(2.0 * n**3 * count / (milliseconds / 1000.0) / 1e12, 2)
 
 
-def result_line(n: int, rates: dict[str, float]) -> str:
+def result_line(n: int, rates: Dict[str, float]) -> str:
     return json.dumps({"n": n, "dtype": "float16", "tflops": rates})
 
 
-def _prepare(torch: Any, n: int, seconds: float) -> list[list[Any]]:
+def _prepare(torch: Any, n: int, seconds: float) -> List[List[Any]]:
     """Each GPU's matrices, and how many products it runs: one product timed first, after a warm-up."""
     runs = []
     for i in range(torch.cuda.device_count()):
@@ -54,7 +53,7 @@ def _prepare(torch: Any, n: int, seconds: float) -> list[list[Any]]:
     return runs
 
 
-def main(argv: list[str]) -> None:
+def main(argv: List[str]) -> None:
     n, seconds = arguments(argv)
     import torch  # type: ignore[import-not-found]  # the env's, on the host
 

@@ -1,8 +1,9 @@
 """The programs launch's preflight runs on each host, before anything is pushed or started.
 
-Standard library only: it runs with the env's Python on the host (any Python >= 3.8), sent as the text of
-`python -c` in the same SSH command (nothing is written to a host that preflight may turn down), with
-gpuprov/onhost/sockets.py's code in place of its import (gpuprov.onhost.program).
+Standard library only: it runs with the env's Python on the host, not yet known good (Python 3.6 parses it:
+see gpuprov.onhost), sent as the text of `python -c` in the same SSH command (nothing is written to a host
+that preflight may turn down), with gpuprov/onhost/sockets.py's code in place of its import
+(gpuprov.onhost.program).
 Each command prints its answer on stdout:
 
     probe.py look                                  one JSON line: the env's torch, read from its files
@@ -17,8 +18,6 @@ word and runs meanwhile, unless this env imported torch before and has not chang
 `check` is what preflight runs: all of them on one channel per host.
 """
 
-from __future__ import annotations
-
 import hashlib
 import importlib.util
 import json
@@ -27,6 +26,7 @@ import sys
 import sysconfig
 import threading
 import time
+from typing import Dict, List
 
 from gpuprov.onhost.sockets import accept_tokens, bind_first, send_token
 
@@ -58,9 +58,9 @@ def import_mark() -> str:
     return os.path.join(os.path.expanduser("~/.gpuprov/torch-import-ok"), name)
 
 
-def look() -> dict[str, object]:
+def look() -> Dict[str, object]:
     """The env's torch, CUDA and NCCL versions from torch's files, without importing it."""
-    info: dict[str, object] = {"python_version": ".".join(map(str, sys.version_info[:3]))}
+    info: Dict[str, object] = {"python_version": ".".join(map(str, sys.version_info[:3]))}
     try:
         spec = importlib.util.find_spec("torch")
         if spec is None or not spec.submodule_search_locations:
@@ -68,7 +68,7 @@ def look() -> dict[str, object]:
         root = next(iter(spec.submodule_search_locations))
         if not any(n.startswith("_C.") and n.endswith(".so") for n in os.listdir(root)):
             raise ImportError("torch is incomplete: no compiled torch/_C module in " + root)
-        ns: dict[str, object] = {}
+        ns: Dict[str, object] = {}
         with open(os.path.join(root, "version.py")) as f:
             exec(compile(f.read(), "torch/version.py", "exec"), ns)
         info["torch"] = ns["__version__"]
@@ -92,9 +92,9 @@ def look() -> dict[str, object]:
     return info
 
 
-def import_torch() -> dict[str, object]:
+def import_torch() -> Dict[str, object]:
     """The real import, as the ranks will do it: a torch that is there but cannot load fails here."""
-    info: dict[str, object] = {}
+    info: Dict[str, object] = {}
     state = env_state()
     try:
         import torch  # type: ignore[import-not-found]
@@ -172,7 +172,7 @@ def check() -> None:
         importing.join()
 
 
-def main(argv: list[str]) -> int:
+def main(argv: List[str]) -> int:
     command, args = (argv[0], argv[1:]) if argv else ("", [])
     if command == "look" and not args:
         print(json.dumps(look()), flush=True)

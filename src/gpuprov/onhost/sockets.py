@@ -2,18 +2,17 @@
 
 launch's probe.py (preflight: can the workers reach the master's rendezvous port) and check's hostprobe.py
 (every host reaches every other's rendezvous and NCCL/gloo ports) use these. Standard library only
-(Python >= 3.8): the programs are sent as `python -c` text, so gpuprov.onhost.program() puts this module's
-code where the program imports it; nothing is installed on the host.
+(Python 3.6 parses it: see gpuprov.onhost): the programs are sent as `python -c` text, so
+gpuprov.onhost.program() puts this module's code where the program imports it; nothing is installed on the
+host.
 """
-
-from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Iterable
+from typing import Callable, Iterable, Optional
 
 
-def bind_first(ports: Iterable[int]) -> socket.socket | None:
+def bind_first(ports: Iterable[int]) -> Optional[socket.socket]:
     """A listening TCP socket on the first free port of `ports` (0: one the kernel picks from
     ip_local_port_range), or None when none is free."""
     for port in ports:
@@ -61,8 +60,8 @@ def send_token(address: str, port: int, token: str, timeout: float) -> str:
         conn = socket.create_connection((address, port), timeout=timeout)
         conn.sendall(token.encode() + b"\n")
         conn.close()
-    # socket.timeout, not TimeoutError: the hosts' Python may be 3.8/3.9, where it is not a TimeoutError.
-    except socket.timeout:  # noqa: UP041
+    # socket.timeout, not TimeoutError: the hosts' Python may be 3.6-3.9, where it is not a TimeoutError.
+    except socket.timeout:
         return f"timed out after {timeout:g}s"
     except OSError as exc:
         return exc.strerror or str(exc)
