@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
 from gpuprov import console, hosts
@@ -44,7 +43,7 @@ def job(
 ) -> render.SbatchJob:
     """What the sbatch template is given for this launch (--emit-sbatch and --scheduler slurm alike)."""
     return render.SbatchJob(
-        job_name=f"gpuprov-{opts.script.stem}",
+        job_name=render.job_name(f"gpuprov-{opts.script.stem}"),
         nnodes=nnodes,
         nproc=str(opts.nproc),
         python=environments.by_name(environments.DEFAULT).default_python,
@@ -54,7 +53,7 @@ def job(
         master_port=opts.master_port or DEFAULT_MASTER_PORT,
         max_restarts=opts.max_restarts,
         env=opts.env,
-        launch_args=" ".join(shlex.quote(a) for a in argv),
+        launch_args=" ".join(render.quote(a) for a in argv),
         file_name=file_name,
         workdir_relative=workdir_relative,
     )
