@@ -121,6 +121,6 @@ def test_sbatch_content(tmp_path: Path) -> None:
 def test_sbatch_fixed_nproc(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("")
-    opts = options.build(script=str(script), hosts="a,b", nproc="2", emit_sbatch=str(tmp_path / "s.sh"))
+    opts = options.build(script=str(script), nodes=2, nproc="2", emit_sbatch=str(tmp_path / "s.sh"))
     text = sbatch.build(opts, [])
     assert "#SBATCH --nodes=2" in text and "--nproc-per-node 2 " in text
