@@ -15,9 +15,14 @@ from collections.abc import Callable, Iterable
 
 def bind_first(ports: Iterable[int]) -> socket.socket | None:
     """A listening TCP socket on the first free port of `ports` (0: one the kernel picks from
-    ip_local_port_range), or None when none is free."""
+    ip_local_port_range), or None when none is free.
+
+    Free as torch's TCPStore server will find it: it sets SO_REUSEADDR before bind
+    (torch/csrc/distributed/c10d/socket.cpp, SocketListenOp::tryListen), so a port left in TIME_WAIT by a
+    job that just ended is free, and one something listens on is not (Linux refuses that bind anyway)."""
     for port in ports:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("0.0.0.0", port))
         except OSError:
