@@ -11,11 +11,21 @@ port already taken cannot join the first job's rendezvous is in tests/unit/launc
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
+import os
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
+from gpuprov import onhost
+from gpuprov.launch import push
+from gpuprov.onhost import receive
 from gpuprov.onhost.sockets import bind_first
 
 
@@ -75,3 +85,111 @@ def test_a_port_something_listens_on_is_busy(holder: str) -> None:
         other = bind_first([port, 0])  # the search goes on to the next port
         assert other is not None and other.getsockname()[1] != port
         other.close()
+
+
+# ----- two launches at once: the master's receive.py holds the port until the job has ended ---------------
+
+JOB_DIR = ".gpuprov/jobs/20250101-120000-abcd"
+
+
+def _lock_path(port: int) -> Path:
+    return Path(receive.CLAIM_DIR) / f"gpuprov-master-port-{port}.lock"
+
+
+def _held(port: int) -> bool:
+    """Whether some process holds the port's lock (this one tries it and lets go)."""
+    fd = os.open(_lock_path(port), os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _push(home: Path, port: int, extra: dict[str, bytes] | None = None) -> subprocess.Popen[bytes]:
+    """receive.py as the launch on the master runs it, up to its first answer (the port then held)."""
+    proc = subprocess.Popen(
+        ["sh", "-c", push.receive_command(sys.executable, JOB_DIR)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    extra = extra or {}
+    header = {"files": [], "extra": [[name, len(data)] for name, data in extra.items()], "claim": port}
+    proc.stdin.write(json.dumps(header).encode() + b"\n")
+    proc.stdin.flush()
+    proc.stdout.readline()  # what the store lacks: nothing
+    for data in extra.values():
+        proc.stdin.write(data)
+    proc.stdin.flush()
+    return proc
+
+
+@pytest.fixture
+def port() -> Iterator[int]:
+    number = _free_port()
+    yield number
+    with contextlib.suppress(FileNotFoundError):
+        _lock_path(number).unlink()
+
+
+def test_a_second_launch_cannot_take_a_held_master_port(tmp_path: Path, port: int) -> None:
+    first = _push(tmp_path / "a", port)
+    assert _held(port)
+    for home in ("b", "c"):  # each later launch, while the first holds the port
+        second = _push(tmp_path / home, port)
+        assert second.wait(timeout=30) == 1
+        assert second.stderr is not None
+        err = second.stderr.read().decode().strip().splitlines()
+        assert err == [
+            f"master port {port} is taken by another gpuprov job starting or running on this host (it holds "
+            f"{_lock_path(port)}); wait for it to end or choose another --master-port"
+        ]
+        assert not (tmp_path / home / JOB_DIR).exists()  # nothing written
+    assert first.stdin is not None
+    first.stdin.close()  # the first launch gives up before starting: the port is free again
+    assert first.wait(timeout=30) == 0
+    assert not _held(port)
+    third = _push(tmp_path / "d", port)
+    assert _held(port)
+    assert third.stdin is not None
+    third.stdin.close()
+    assert third.wait(timeout=30) == 0
+
+
+def test_the_port_is_held_until_the_job_has_ended(tmp_path: Path, port: int) -> None:
+    """Detached: receive.py becomes `agent.py start`, which returns; the agent's supervisor keeps the lock
+    while run.sh runs, and lets go when it ends. The job's own processes do not inherit it."""
+    go = tmp_path / "go"
+    run_sh = f"ls -l /proc/$$/fd > {tmp_path}/fds; while [ ! -e {go} ]; do sleep 0.05; done\n"
+    extra = {
+        "agent.py": onhost.path("agent.py").read_bytes(), "run.sh": run_sh.encode(),
+        "job_id": b"20250101-120000-abcd", "grace": b"5",
+    }  # fmt: skip
+    proc = _push(tmp_path, port, extra)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdout.readline()  # {"ok": true}
+    proc.stdin.write(b"start\n")
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    assert _held(port)  # by the supervisor, the launching process having exited
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "fds").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert str(_lock_path(port)) not in (tmp_path / "fds").read_text()
+    go.touch()
+    while _held(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _held(port)
+
+
+def test_a_link_in_place_of_the_lock_is_not_followed(tmp_path: Path, port: int) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    _lock_path(port).symlink_to(target)
+    proc = _push(tmp_path, port)
+    assert proc.wait(timeout=30) == 1
+    assert proc.stderr is not None
+    assert f"cannot claim master port {port}: {_lock_path(port)}: " in proc.stderr.read().decode()
