@@ -18,11 +18,12 @@ about 0.03 CPU seconds per host before the job starts); end of input exits witho
 no host starts the job before every host has received it). A problem: one line on stderr, exit status 1.
 
 On the master, the header also names the job's master port ("claim": PORT): before anything is written the
-program takes an exclusive lock on CLAIM_DIR/gpuprov-master-port-PORT.lock and keeps it, through the agent
-it becomes and the agent's supervisor (which inherits the descriptor), until the job has ended. Two gpuprov
-jobs can never both hold one master port of one host (flock is atomic, so two launches whose preflights
-both found the port free cannot both start), and the lock goes with its processes (nothing stale after a
-crash). A port the lock shows taken: `master port PORT is taken by ...`, exit status 1, nothing written.
+program takes an exclusive lock on /tmp/gpuprov-master-port-PORT.lock (CLAIM_PATH) and keeps it, through
+the agent it becomes and the agent's supervisor (which inherits the descriptor), until the job has ended.
+Two gpuprov jobs can never both hold one master port of one host (flock is atomic, so two launches whose
+preflights both found the port free cannot both start), and the lock goes with its processes (nothing
+stale after a crash). A port the lock shows taken: `master port PORT is taken by ...`, exit status 1,
+nothing written.
 """
 
 from __future__ import annotations
@@ -33,10 +34,14 @@ import json
 import os
 import runpy
 import sys
+import time
 
 STORE_DIR = ".gpuprov/files"
 JOBS_DIR = ".gpuprov/jobs"
-CLAIM_DIR = "/tmp"  # shared by every user of the host: one user's job holds the port against the others'
+# In /tmp, shared by every user of the host: one user's job holds the port against the others'. The same
+# path as gpuprov.onhost.sockets.CLAIM_PATH, whose bind test counts a held port as busy (a test checks).
+CLAIM_PATH = "/tmp/gpuprov-master-port-{}.lock"
+CLAIM_RETRY_S = 0.5  # a preflight's bind test may hold the lock for a moment to look at it
 CLAIM_FD_ENV = "GPUPROV_CLAIM_FD"  # the lock's descriptor, which the agent's supervisor keeps open
 
 
@@ -55,16 +60,26 @@ def _open_claim(path: str) -> int:
     return fd
 
 
-def claim_master_port(port: int, directory: str = CLAIM_DIR) -> int:
+def _lock(fd: int) -> bool:
+    deadline = time.monotonic() + CLAIM_RETRY_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+
+def claim_master_port(port: int) -> int:
     """Hold the master port for this job (see the module's docstring); the lock's descriptor."""
-    path = os.path.join(directory, f"gpuprov-master-port-{port}.lock")
+    path = CLAIM_PATH.format(port)
     try:
         fd = _open_claim(path)
     except OSError as exc:
         raise SystemExit(f"cannot claim master port {port}: {path}: {exc.strerror or exc}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    if not _lock(fd):
         os.close(fd)
         raise SystemExit(
             f"master port {port} is taken by another gpuprov job starting or running on this host (it holds "

@@ -8,9 +8,31 @@ code where the program imports it; nothing is installed on the host.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import socket
 import time
 from collections.abc import Callable, Iterable
+
+# A launch's hold on its master port, from its push to its end (gpuprov.onhost.receive.CLAIM_PATH).
+CLAIM_PATH = "/tmp/gpuprov-master-port-{}.lock"
+
+
+def held_by_a_launch(port: int) -> bool:
+    """Whether a gpuprov launch holds the port (its torchrun may not listen yet): busy, as if it did."""
+    try:
+        fd = os.open(CLAIM_PATH.format(port), os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # a link or unreadable: no launch could take it either
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a moment only: receive.py retries meanwhile
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def bind_first(ports: Iterable[int]) -> socket.socket | None:
@@ -19,8 +41,11 @@ def bind_first(ports: Iterable[int]) -> socket.socket | None:
 
     Free as torch's TCPStore server will find it: it sets SO_REUSEADDR before bind
     (torch/csrc/distributed/c10d/socket.cpp, SocketListenOp::tryListen), so a port left in TIME_WAIT by a
-    job that just ended is free, and one something listens on is not (Linux refuses that bind anyway)."""
+    job that just ended is free, and one something listens on is not (Linux refuses that bind anyway).
+    A port a gpuprov launch holds (held_by_a_launch) is busy too."""
     for port in ports:
+        if port and held_by_a_launch(port):
+            continue
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

@@ -25,7 +25,7 @@ import pytest
 
 from gpuprov import onhost
 from gpuprov.launch import push
-from gpuprov.onhost import receive
+from gpuprov.onhost import receive, sockets
 from gpuprov.onhost.sockets import bind_first
 
 
@@ -93,7 +93,7 @@ JOB_DIR = ".gpuprov/jobs/20250101-120000-abcd"
 
 
 def _lock_path(port: int) -> Path:
-    return Path(receive.CLAIM_DIR) / f"gpuprov-master-port-{port}.lock"
+    return Path(receive.CLAIM_PATH.format(port))
 
 
 def _held(port: int) -> bool:
@@ -193,3 +193,20 @@ def test_a_link_in_place_of_the_lock_is_not_followed(tmp_path: Path, port: int) 
     assert proc.wait(timeout=30) == 1
     assert proc.stderr is not None
     assert f"cannot claim master port {port}: {_lock_path(port)}: " in proc.stderr.read().decode()
+
+
+def test_preflight_counts_a_held_port_as_busy(tmp_path: Path, port: int) -> None:
+    """Preflight's bind test (probe.py's listen on the master) skips a port a launch holds, so a second
+    launch is refused there (--master-port) or gets the next free port (without it)."""
+    assert sockets.CLAIM_PATH == receive.CLAIM_PATH
+    first = _push(tmp_path, port)
+    assert bind_first([port]) is None
+    other = bind_first([port, 0])
+    assert other is not None and other.getsockname()[1] != port
+    other.close()
+    assert first.stdin is not None
+    first.stdin.close()
+    assert first.wait(timeout=30) == 0
+    sock = bind_first([port])
+    assert sock is not None
+    sock.close()
