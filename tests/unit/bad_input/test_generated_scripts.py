@@ -22,7 +22,7 @@ import pytest
 from gpuprov import resources
 from gpuprov.launch import options, render, slurm
 from gpuprov.launch.launchers.torchrun import Torchrun
-from tests.unit.bad_input.commands import real_gpuprov
+from tests.unit.bad_input.commands import one_error, real_gpuprov
 
 TORCHRUN = Torchrun()
 PWNED = "PWNED"  # the file a payload would create in the directory the script runs in
@@ -180,3 +180,23 @@ def test_host_script_values_stay_words(tmp_path: Path, payload: str, field: str,
     assert args[-len(command.script_args) - 1 :] == [command.script, *command.script_args]
     assert value == command.env["VALUE"]
     assert os.path.basename(args[0]) == "run_torchrun.py"
+
+
+# ----- the master's address reaches the hosts' scripts and the port test's protocol -----------------------
+
+
+@pytest.mark.parametrize(
+    "address", ["192.0.2.1 listen 1 1 1 1", "192.0.2.1;touch PWNED", "$(touch PWNED)", "a'b"]
+)
+def test_a_master_address_that_is_no_address_is_refused(work: Path, address: str) -> None:
+    """gpuprov_master_addr goes into every host's script and into the line the port test sends the master's
+    probe (`connect ADDRESS PORT ...`): a name or an address only, checked before any host is contacted."""
+    inventory = work / "inventory.ini"
+    quoted = address.replace('"', '\\"')
+    inventory.write_text(
+        inventory.read_text().replace("gpuprov_master_addr=192.0.2.1", f'gpuprov_master_addr="{quoted}"')
+    )
+    proc = real_gpuprov("launch", "--nodes", "2", "train.py", cwd=work)
+    line = one_error(proc, 2)
+    assert "master node1 has address" in line and "gpuprov_master_addr" in line
+    assert "Preflight" not in proc.stderr
