@@ -16,7 +16,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from gpuprov import onhost
-from gpuprov.launch import push
 from gpuprov.onhost import receive, sockets
 from gpuprov.onhost.sockets import bind_first
+from tests.unit.launch.test_receive import JOB_DIR, start_receive
 
 
 def _free_port() -> int:
@@ -89,8 +88,6 @@ def test_a_port_something_listens_on_is_busy(holder: str) -> None:
 
 # ----- two launches at once: the master's receive.py holds the port until the job has ended ---------------
 
-JOB_DIR = ".gpuprov/jobs/20250101-120000-abcd"
-
 
 def _lock_path(port: int) -> Path:
     return Path(receive.CLAIM_PATH.format(port))
@@ -110,11 +107,7 @@ def _held(port: int) -> bool:
 
 def _push(home: Path, port: int, extra: dict[str, bytes] | None = None) -> subprocess.Popen[bytes]:
     """receive.py as the launch on the master runs it, up to its first answer (the port then held)."""
-    proc = subprocess.Popen(
-        ["sh", "-c", push.receive_command(sys.executable, JOB_DIR)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    proc = start_receive(home)
     assert proc.stdin is not None and proc.stdout is not None
     extra = extra or {}
     header = {"files": [], "extra": [[name, len(data)] for name, data in extra.items()], "claim": port}
