@@ -50,10 +50,11 @@ def bind_first(ports: Iterable[int]) -> socket.socket | None:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("0.0.0.0", port))
+            # With SO_REUSEADDR two sockets may both bind a port nobody listens on yet; listen() decides.
+            s.listen(64)
         except OSError:
             s.close()
             continue
-        s.listen(64)
         return s
     return None
 

@@ -86,6 +86,25 @@ def test_a_port_something_listens_on_is_busy(holder: str) -> None:
         other.close()
 
 
+def test_a_port_two_bind_tests_bound_at_once_goes_to_the_first_that_listens() -> None:
+    """With SO_REUSEADDR, two sockets can bind a port that nothing listens on yet (two preflights at once);
+    the later listen() fails: that port is busy, not a crash."""
+    port = _free_port()
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.bind(("0.0.0.0", port))  # bound, not listening: bind_first's bind succeeds too
+        real_listen = socket.socket.listen
+
+        def listen_after_the_other(self: socket.socket, backlog: int = 0) -> None:
+            if self is not other and self.getsockname()[1] == port:
+                real_listen(other)  # the other preflight listens first
+            real_listen(self, backlog)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(socket.socket, "listen", listen_after_the_other)
+            assert bind_first([port]) is None
+
+
 # ----- two launches at once: the master's receive.py holds the port until the job has ended ---------------
 
 
