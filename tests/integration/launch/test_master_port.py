@@ -1,7 +1,8 @@
 """The master port on a real 2-node sandbox (issue 28, item 9): a launch on the port of a job that is
 starting is refused before any of its ranks starts, a port a starting launch holds is refused in
 preflight, and a relaunch right after a job on the same port is not refused because of TIME_WAIT. Shares
-the session's launch sandbox."""
+the session's launch sandbox. The ports are in the range the sandbox's firewall opens between nodes
+(29400-29599, roles/network_tuning)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_a_port_a_starting_launch_holds_is_refused_in_preflight(
     """As between another launch's push and its torchrun's bind: nothing listens yet, the port is held."""
     node1 = container(launch_sandbox, "node1")
     holder = subprocess.Popen(
-        ["docker", "exec", "-u", "gpuprov", node1, "python3", "-c", _HOLD_CLAIM.format(port=29781)],
+        ["docker", "exec", "-u", "gpuprov", node1, "python3", "-c", _HOLD_CLAIM.format(port=29581)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert holder.stdout is not None
@@ -62,9 +63,9 @@ def test_a_port_a_starting_launch_holds_is_refused_in_preflight(
     try:
         assert pid.isdigit()
         proc = gp(
-            launch_sandbox, "launch", "--nodes", "2", "--master-port", "29781", str(write_sleeper(tmp_path))
+            launch_sandbox, "launch", "--nodes", "2", "--master-port", "29581", str(write_sleeper(tmp_path))
         )
-        assert "master port 29781 is in use on node1" in _one_error(proc, 2)
+        assert "master port 29581 is in use on node1" in _one_error(proc, 2)
     finally:
         docker_exec(node1, "kill", pid)
         holder.wait(timeout=30)
@@ -77,13 +78,13 @@ def test_a_launch_on_the_port_of_a_starting_job(launch_sandbox: Sandbox, tmp_pat
     on the port and may both be refused; never both started.)"""
     sleeper = str(write_sleeper(tmp_path))
     before = _running_jobs(launch_sandbox)
-    first = gp(launch_sandbox, "launch", "--nodes", "2", "--master-port", "29782", "--detach", sleeper)
+    first = gp(launch_sandbox, "launch", "--nodes", "2", "--master-port", "29582", "--detach", sleeper)
     assert first.returncode == 0, first.stderr
     job_id = first.stdout.strip()
     try:
-        second = gp(launch_sandbox, "launch", "--nodes", "2", "--master-port", "29782", sleeper)
+        second = gp(launch_sandbox, "launch", "--nodes", "2", "--master-port", "29582", sleeper)
         line = _one_error(second, 2)
-        assert "master port 29782 is in use on node1" in line or "master port 29782 is taken" in line, line
+        assert "master port 29582 is in use on node1" in line or "master port 29582 is taken" in line, line
         assert _running_jobs(launch_sandbox) - before == {job_id}  # nothing of the refused one runs
     finally:
         gp(launch_sandbox, "stop", job_id)
@@ -95,6 +96,6 @@ def test_a_relaunch_on_the_same_port_right_after_a_job(launch_sandbox: Sandbox, 
     script = tmp_path / "barrier.py"
     script.write_text(BARRIER)
     for attempt in range(2):
-        proc = gp(launch_sandbox, "launch", "--nodes", "2", "--master-port", "29783", str(script))
+        proc = gp(launch_sandbox, "launch", "--nodes", "2", "--master-port", "29583", str(script))
         assert proc.returncode == 0, f"launch {attempt + 1}: {proc.stderr}"
         assert "rank 1 passed the barrier" in proc.stdout
