@@ -95,7 +95,10 @@ def test_a_launch_on_the_port_of_a_starting_job(launch_sandbox: Sandbox, tmp_pat
 def test_a_relaunch_on_the_same_port_right_after_a_job(launch_sandbox: Sandbox, tmp_path: Path) -> None:
     script = tmp_path / "barrier.py"
     script.write_text(BARRIER)
-    for attempt in range(2):
-        proc = gp(launch_sandbox, "launch", "--nodes", "2", "--master-port", "29583", str(script))
-        assert proc.returncode == 0, f"launch {attempt + 1}: {proc.stderr}"
+    # static, then c10d (where the master hosts the store: --rdzv-conf is_host=1) on the same port
+    for rdzv in ("static", "c10d"):
+        proc = gp(
+            launch_sandbox, "launch", "--nodes", "2", "--master-port", "29583", "--rdzv", rdzv, str(script)
+        )
+        assert proc.returncode == 0, f"launch with --rdzv {rdzv}: {proc.stderr}"
         assert "rank 1 passed the barrier" in proc.stdout
