@@ -103,7 +103,9 @@ def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> dict[str, p
             "job_id": job.id.encode(),
             "grace": str(opts.grace_s).encode(),
         }
-        return push.push(name, check.client, check.python, job.remote_dir, payload, extra)
+        # The master holds its port from here to the job's end: a launch racing this one is refused now.
+        claim = the_plan.checks.master_port if check is the_plan.checks.checks[0] else None
+        return push.push(name, check.client, check.python, job.remote_dir, payload, extra, claim)
 
     outcomes = ssh.fan_out(the_plan.checks.checks, one)
     deliveries = {o.item.host.name: o.value for o in outcomes if o.value is not None}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -220,12 +221,31 @@ def _template(given: str | None) -> Path | None:
     return path
 
 
+def not_a_regular_file(path: Path) -> str | None:
+    """What path is when it exists and is not a regular file ('a FIFO'; a link is never followed)."""
+    try:
+        mode = path.lstat().st_mode
+    except (FileNotFoundError, NotADirectoryError):  # a new path (its directory is checked apart)
+        return None
+    kinds = {
+        stat.S_ISLNK: "a symbolic link", stat.S_ISDIR: "a directory", stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket",
+    }  # fmt: skip
+    return next((kind for test, kind in kinds.items() if test(mode)), None)
+
+
 def _sbatch_path(given: str | None) -> Path | None:
+    """A new path or a regular file: the script is renamed over it, which would replace a device node, a
+    FIFO or a link (not what it points to) with a regular file."""
     if given is None:
         return None
     path = Path(given).expanduser()
-    if path.is_dir():
-        raise BadInput(f"--emit-sbatch {given} is a directory; give a file name")
+    kind = not_a_regular_file(path)
+    if kind is not None:
+        raise BadInput(
+            f"--emit-sbatch {given} is {kind}, not a regular file; give a new file name or a regular file "
+            "to replace"
+        )
     if not path.parent.is_dir():
         raise BadInput(
             f"--emit-sbatch {given}: directory {path.parent} does not exist; "

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuprov import onhost, ssh
-from gpuprov.errors import GpuprovError
+from gpuprov.errors import BadInput, GpuprovError
 
 STORE_DIR = ".gpuprov/files"
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".venv"})
@@ -144,24 +144,33 @@ def push(
     job_dir: str,
     payload: Payload,
     extra: dict[str, bytes],
+    claim_port: int | None = None,
 ) -> Delivery:
     """Fill job_dir (relative to home) on the host: work/ from payload, the extra files beside it.
+
+    claim_port (the master's): the host first takes this job's hold on the master port (onhost/receive.py);
+    BadInput when another gpuprov job on that host holds it.
 
     One command (receive.py) and one exchange on it: the host says which files its store lacks, then gets
     them and the extra files in one stream. The channel stays open; Delivery.start() starts the job on it.
     """
     unique = {f.sha256: f for f in payload.files}
-    header = {
+    header: dict[str, object] = {
         "files": [[f.sha256, f.size, f.rel, f.executable] for f in payload.files],
         "extra": [[name, len(data)] for name, data in extra.items()],
     }
+    if claim_port is not None:  # the master: receive.py holds the port for this job until it ends
+        header["claim"] = claim_port
     channel = None
     try:
         channel = ssh.open_channel(client, receive_command(python, job_dir), read_timeout=ANSWER_TIMEOUT_S)
         channel.send(json.dumps(header).encode() + b"\n")
         wanted = json.loads(channel.readline() or b"null")
         if not isinstance(wanted, list):
-            raise GpuprovError(f"{host}: cannot create ~/{job_dir}: {_why(channel)}")
+            answer = _why(channel)
+            if answer.startswith("master port "):  # another job holds it: as preflight's "in use", bad input
+                raise BadInput(f"{host}: {answer}; nothing was started")
+            raise GpuprovError(f"{host}: cannot create ~/{job_dir}: {answer}")
         sent_bytes = 0
         for sha in wanted:
             with unique[sha].path.open("rb") as f:

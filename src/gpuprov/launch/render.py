@@ -9,10 +9,14 @@ Templates run in Jinja2's immutable sandbox: a template (which can come from an 
 and cannot reach Python's internals, call unsafe methods or change the values it is given. It can
 include, import or extend only templates in its own directory. Every mistake in a user's template is a
 BadInput naming the template and, where Jinja2 knows it, the line.
+
+Every value reaches a script as one word on one line (`quote`, the templates' `q` filter), comments
+included: a newline in a value would end a comment or an `#SBATCH` line and start a command.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +26,25 @@ import jinja2.sandbox
 
 from gpuprov import resources
 from gpuprov.errors import BadInput
+
+# ASCII control characters: a newline ends a line of the script (and a comment, and sbatch's #SBATCH block).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# What a Slurm job name keeps: it is also in the --output file name, where '%' and '/' mean something.
+_JOB_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+def quote(value: object) -> str:
+    """value as one shell word on one line: shlex.quote, or bash's $'...' where it has control characters."""
+    text = str(value)
+    if not _CONTROL.search(text):
+        return shlex.quote(text)
+    escaped = text.replace("\\", "\\\\").replace("'", "\\'")
+    return "$'" + _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", escaped) + "'"
+
+
+def job_name(stem: str) -> str:
+    """A Slurm job name from a script's name: characters other than letters, digits and ._+- become '_'."""
+    return _JOB_NAME_UNSAFE.sub("_", stem)
 
 
 @dataclass(frozen=True)
@@ -57,7 +80,7 @@ def _environment(search_dir: Path) -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.filters["q"] = lambda value: shlex.quote(str(value))
+    env.filters["q"] = quote
     return env
 
 

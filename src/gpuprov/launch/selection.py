@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 from typing import Protocol
 
 from gpuprov import host_options, hosts
 from gpuprov.errors import BadInput
+
+# A DNS name, an IPv4 address or an IPv6 one (bare or in brackets): no blanks, quotes or shell characters.
+_ADDRESS = re.compile(r"[A-Za-z0-9_.:%\[\]-]{1,253}")
 
 inventory_path = host_options.inventory_path  # the one default rule; here for launch's modules
 
@@ -60,6 +64,11 @@ def select(
 def master_address(master: hosts.Host, count: int) -> str:
     """The address other hosts reach the master at: gpuprov_master_addr, else the SSH address."""
     address = str(master.vars.get("gpuprov_master_addr") or master.address)
+    if not _ADDRESS.fullmatch(address):  # it goes into every host's script and the port test's lines
+        raise BadInput(
+            f"master {master.name} has address {address!r}, which is not a host name or an address; fix its "
+            "gpuprov_master_addr (or ansible_host) in the inventory"
+        )
     if count > 1 and _is_loopback(address):
         raise BadInput(
             f"master {master.name} has address {address}, a loopback address the other hosts cannot reach; "

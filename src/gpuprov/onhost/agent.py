@@ -104,8 +104,9 @@ def _fork_supervisor(jobdir: str) -> None:
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
+        claim = os.environ.get("GPUPROV_CLAIM_FD")  # the master port's lock (receive.py): held to the end
         for name in os.listdir("/proc/self/fd"):
-            if int(name) > 2:
+            if int(name) > 2 and name != claim:
                 with contextlib.suppress(OSError):
                     os.close(int(name))
         supervise(jobdir)
@@ -117,6 +118,7 @@ def _fork_supervisor(jobdir: str) -> None:
 def supervise(jobdir: str) -> None:
     job_id = _read(_path(jobdir, "job_id")) or ""
     env = dict(os.environ)
+    env.pop("GPUPROV_CLAIM_FD", None)  # the job's processes do not inherit the lock (Popen closes it)
     env["GPUPROV_JOB_ID"] = job_id
     with _open_private(_path(jobdir, "job.log"), "ab") as log, open(os.devnull, "rb") as devnull:
         proc = subprocess.Popen(

@@ -16,18 +16,77 @@ the extra files are written into JOB_DIR (0600: run.sh carries the job's --env v
 this same process, on the same channel (as `python agent.py` would, without a second interpreter's start:
 about 0.03 CPU seconds per host before the job starts); end of input exits without starting anything (so
 no host starts the job before every host has received it). A problem: one line on stderr, exit status 1.
+
+On the master, the header also names the job's master port ("claim": PORT): before anything is written the
+program takes an exclusive lock on /tmp/gpuprov-master-port-PORT.lock (CLAIM_PATH) and keeps it, through
+the agent it becomes and the agent's supervisor (which inherits the descriptor), until the job has ended.
+Two gpuprov jobs can never both hold one master port of one host (flock is atomic, so two launches whose
+preflights both found the port free cannot both start), and the lock goes with its processes (nothing
+stale after a crash). A port the lock shows taken: `master port PORT is taken by ...`, exit status 1,
+nothing written.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import runpy
 import sys
+import time
 
 STORE_DIR = ".gpuprov/files"
 JOBS_DIR = ".gpuprov/jobs"
+# In /tmp, shared by every user of the host: one user's job holds the port against the others'. The same
+# path as gpuprov.onhost.sockets.CLAIM_PATH, whose bind test counts a held port as busy (a test checks).
+CLAIM_PATH = "/tmp/gpuprov-master-port-{}.lock"
+CLAIM_RETRY_S = 0.5  # a preflight's bind test may hold the lock for a moment to look at it
+CLAIM_FD_ENV = "GPUPROV_CLAIM_FD"  # the lock's descriptor, which the agent's supervisor keeps open
+
+
+def _open_claim(path: str) -> int:
+    """The lock file, read-only (flock needs no more), never through a link; made 0644 when new."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError:
+        pass
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:  # another launch made it just now
+        return os.open(path, flags)
+    os.fchmod(fd, 0o644)  # whatever the umask: other users' launches lock it too
+    return fd
+
+
+def _lock(fd: int) -> bool:
+    deadline = time.monotonic() + CLAIM_RETRY_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+
+def claim_master_port(port: int) -> int:
+    """Hold the master port for this job (see the module's docstring); the lock's descriptor."""
+    path = CLAIM_PATH.format(port)
+    try:
+        fd = _open_claim(path)
+    except OSError as exc:
+        raise SystemExit(f"cannot claim master port {port}: {path}: {exc.strerror or exc}") from None
+    if not _lock(fd):
+        os.close(fd)
+        raise SystemExit(
+            f"master port {port} is taken by another gpuprov job starting or running on this host (it holds "
+            f"{path}); wait for it to end or choose another --master-port"
+        ) from None
+    os.environ[CLAIM_FD_ENV] = str(fd)
+    return fd
 
 
 def _private_dirs(home: str, job_dir: str) -> None:
@@ -81,6 +140,8 @@ def receive(job_dir: str) -> str:
     home = os.path.expanduser("~")
     stdin = sys.stdin.buffer
     header = json.loads(stdin.readline())
+    if header.get("claim"):
+        claim_master_port(int(header["claim"]))
     _private_dirs(home, job_dir)
     store = os.path.join(home, STORE_DIR)
     present = set(os.listdir(store))

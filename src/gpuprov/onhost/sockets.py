@@ -7,22 +7,53 @@ gpuprov.onhost.program() puts this module's code where the program imports it; n
 host.
 """
 
+import fcntl
+import os
 import socket
 import time
 from typing import Callable, Iterable, Optional
 
+# A launch's hold on its master port, from its push to its end (gpuprov.onhost.receive.CLAIM_PATH).
+CLAIM_PATH = "/tmp/gpuprov-master-port-{}.lock"
+
+
+def held_by_a_launch(port: int) -> bool:
+    """Whether a gpuprov launch holds the port (its torchrun may not listen yet): busy, as if it did."""
+    try:
+        fd = os.open(CLAIM_PATH.format(port), os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # a link or unreadable: no launch could take it either
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a moment only: receive.py retries meanwhile
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
 
 def bind_first(ports: Iterable[int]) -> Optional[socket.socket]:
     """A listening TCP socket on the first free port of `ports` (0: one the kernel picks from
-    ip_local_port_range), or None when none is free."""
+    ip_local_port_range), or None when none is free.
+
+    Free as torch's TCPStore server will find it: it sets SO_REUSEADDR before bind
+    (torch/csrc/distributed/c10d/socket.cpp, SocketListenOp::tryListen), so a port left in TIME_WAIT by a
+    job that just ended is free, and one something listens on is not (Linux refuses that bind anyway).
+    A port a gpuprov launch holds (held_by_a_launch) is busy too."""
     for port in ports:
+        if port and held_by_a_launch(port):
+            continue
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("0.0.0.0", port))
+            # With SO_REUSEADDR two sockets may both bind a port nobody listens on yet; listen() decides.
+            s.listen(64)
         except OSError:
             s.close()
             continue
-        s.listen(64)
         return s
     return None
 

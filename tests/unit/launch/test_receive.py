@@ -14,13 +14,18 @@ from gpuprov.launch import push
 JOB_DIR = ".gpuprov/jobs/20250101-000000-abcd"
 
 
-def _receive(home: Path, files: dict[str, bytes], extra: dict[str, bytes], then: str = "") -> list[object]:
-    """Push files (rel -> content) and extra files; the host's answers, in order."""
-    proc = subprocess.Popen(
+def start_receive(home: Path) -> subprocess.Popen[bytes]:
+    """receive.py for JOB_DIR, run as push runs it on a host whose home is `home`."""
+    return subprocess.Popen(
         ["sh", "-c", push.receive_command(sys.executable, JOB_DIR)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
+
+
+def _receive(home: Path, files: dict[str, bytes], extra: dict[str, bytes], then: str = "") -> list[object]:
+    """Push files (rel -> content) and extra files; the host's answers, in order."""
+    proc = start_receive(home)
     assert proc.stdin is not None and proc.stdout is not None
     shas = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
     header = {

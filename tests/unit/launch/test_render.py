@@ -77,6 +77,19 @@ def test_c10d_script_content() -> None:
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
 
 
+@pytest.mark.parametrize("rdzv", ["static", "c10d"])
+def test_a_second_job_on_a_taken_port_cannot_join_the_first(rdzv: str) -> None:
+    """Issue 28, item 9: a job whose preflight raced another job's to the same --master-port. The
+    rendezvous is the job's own (--rdzv-id), and with c10d only the master hosts the store: where the port
+    is taken, it fails (is_host=1) instead of becoming a client of the other job's store (torch's
+    c10d_rendezvous_backend._create_tcp_store retries as a client when is_host was only guessed)."""
+    commands = _commands(rdzv=rdzv)
+    for name, is_host in (("node1", 1), ("node2", 0)):
+        text = TORCHRUN.host_script(commands[name], None)
+        assert "--rdzv-id 20250101-000000-abcd " in text
+        assert (f"--rdzv-conf is_host={is_host} " in text) == (rdzv == "c10d")
+
+
 def test_user_template(tmp_path: Path) -> None:
     template = tmp_path / "mine.sh.j2"
     template.write_text("echo {{ host }} {{ node_rank }} {{ nproc }} {{ script | q }}\n")
@@ -121,6 +134,6 @@ def test_sbatch_content(tmp_path: Path) -> None:
 def test_sbatch_fixed_nproc(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("")
-    opts = options.build(script=str(script), hosts="a,b", nproc="2", emit_sbatch=str(tmp_path / "s.sh"))
+    opts = options.build(script=str(script), nodes=2, nproc="2", emit_sbatch=str(tmp_path / "s.sh"))
     text = sbatch.build(opts, [])
     assert "#SBATCH --nodes=2" in text and "--nproc-per-node 2 " in text

@@ -7,7 +7,6 @@ script (templates/sbatch.sh.j2) starts one torchrun per node with srun, c10d ren
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +44,6 @@ class Torchrun:
         fields = {name: getattr(job, name) for name in job.__dataclass_fields__}
         # 'gpu' and 'auto': one process per GPU Slurm gave the node (1 without GPUs).
         fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else '"${SLURM_GPUS_ON_NODE:-1}"'
-        quoted = shlex.quote(job.workdir)
+        quoted = render.quote(job.workdir)
         fields["workdir_expr"] = f'"$SLURM_SUBMIT_DIR"/{quoted}' if job.workdir_relative else quoted
         return render.load(None, SBATCH_TEMPLATE).render(**fields)

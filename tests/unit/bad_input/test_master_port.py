@@ -1,0 +1,224 @@
+"""The master port: refused when something listens on it, never because of TIME_WAIT (issue 28, item 9).
+
+Preflight's bind test (gpuprov.onhost.sockets.bind_first, in probe.py's `listen` on the master) must
+answer what torch's TCPStore server will meet when it binds the port: TCPStore sets SO_REUSEADDR before
+bind (torch/csrc/distributed/c10d/socket.cpp, SocketListenOp::tryListen -> enableAddressReuse), so a
+port whose last connections are only in TIME_WAIT (a job that just ended) is free for it, and a port
+something listens on is not, whatever that listener set. What torchrun is given so that a second job on a
+port already taken cannot join the first job's rendezvous is in tests/unit/launch/test_render.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuprov import onhost
+from gpuprov.onhost import receive, sockets
+from gpuprov.onhost.sockets import bind_first
+from tests.unit.launch.test_receive import JOB_DIR, start_receive
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _leave_time_wait(port: int, connections: int) -> None:
+    """Connections to a listener on port that the listener's side closes first: each leaves a TIME_WAIT
+    socket on port (the side that closes first waits), as a finished job's rendezvous server does."""
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("0.0.0.0", port))
+        server.listen()
+        for _ in range(connections):
+            client = socket.create_connection(("127.0.0.1", port))
+            conn, _ = server.accept()
+            conn.close()  # the server's side first: TIME_WAIT is on port
+            client.recv(1)
+            client.close()
+
+
+@pytest.mark.parametrize("connections", [1, 5])
+def test_a_port_in_time_wait_is_free(connections: int) -> None:
+    port = _free_port()
+    _leave_time_wait(port, connections)
+    sock = bind_first([port])
+    assert sock is not None, f"port {port}, with only TIME_WAIT sockets, was refused"
+    assert sock.getsockname()[1] == port
+    sock.close()
+
+
+@contextlib.contextmanager
+def _listener(address: str, port: int, reuse: bool) -> Iterator[None]:
+    with socket.socket() as holder:
+        if reuse:
+            holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind((address, port))
+        holder.listen()
+        yield
+
+
+HOLDERS: dict[str, Callable[[int], contextlib.AbstractContextManager[None]]] = {
+    "any-address": lambda port: _listener("0.0.0.0", port, False),
+    "any-address-reuseaddr": lambda port: _listener("0.0.0.0", port, True),
+    "loopback-reuseaddr": lambda port: _listener("127.0.0.1", port, True),
+}
+
+
+@pytest.mark.parametrize("holder", HOLDERS)
+def test_a_port_something_listens_on_is_busy(holder: str) -> None:
+    port = _free_port()
+    with HOLDERS[holder](port):
+        assert bind_first([port]) is None
+        other = bind_first([port, 0])  # the search goes on to the next port
+        assert other is not None and other.getsockname()[1] != port
+        other.close()
+
+
+def test_a_port_two_bind_tests_bound_at_once_goes_to_the_first_that_listens() -> None:
+    """With SO_REUSEADDR, two sockets can bind a port that nothing listens on yet (two preflights at once);
+    the later listen() fails: that port is busy, not a crash."""
+    port = _free_port()
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.bind(("0.0.0.0", port))  # bound, not listening: bind_first's bind succeeds too
+        real_listen = socket.socket.listen
+
+        def listen_after_the_other(self: socket.socket, backlog: int = 0) -> None:
+            if self is not other and self.getsockname()[1] == port:
+                real_listen(other)  # the other preflight listens first
+            real_listen(self, backlog)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(socket.socket, "listen", listen_after_the_other)
+            assert bind_first([port]) is None
+
+
+# ----- two launches at once: the master's receive.py holds the port until the job has ended ---------------
+
+
+def _lock_path(port: int) -> Path:
+    return Path(receive.CLAIM_PATH.format(port))
+
+
+def _held(port: int) -> bool:
+    """Whether some process holds the port's lock (this one tries it and lets go)."""
+    fd = os.open(_lock_path(port), os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _push(home: Path, port: int, extra: dict[str, bytes] | None = None) -> subprocess.Popen[bytes]:
+    """receive.py as the launch on the master runs it, up to its first answer (the port then held)."""
+    proc = start_receive(home)
+    assert proc.stdin is not None and proc.stdout is not None
+    extra = extra or {}
+    header = {"files": [], "extra": [[name, len(data)] for name, data in extra.items()], "claim": port}
+    proc.stdin.write(json.dumps(header).encode() + b"\n")
+    proc.stdin.flush()
+    proc.stdout.readline()  # what the store lacks: nothing
+    for data in extra.values():
+        proc.stdin.write(data)
+    proc.stdin.flush()
+    return proc
+
+
+@pytest.fixture
+def port() -> Iterator[int]:
+    number = _free_port()
+    yield number
+    with contextlib.suppress(FileNotFoundError):
+        _lock_path(number).unlink()
+
+
+def test_a_second_launch_cannot_take_a_held_master_port(tmp_path: Path, port: int) -> None:
+    first = _push(tmp_path / "a", port)
+    assert _held(port)
+    for home in ("b", "c"):  # each later launch, while the first holds the port
+        second = _push(tmp_path / home, port)
+        assert second.wait(timeout=30) == 1
+        assert second.stderr is not None
+        err = second.stderr.read().decode().strip().splitlines()
+        assert err == [
+            f"master port {port} is taken by another gpuprov job starting or running on this host (it holds "
+            f"{_lock_path(port)}); wait for it to end or choose another --master-port"
+        ]
+        assert not (tmp_path / home / JOB_DIR).exists()  # nothing written
+    assert first.stdin is not None
+    first.stdin.close()  # the first launch gives up before starting: the port is free again
+    assert first.wait(timeout=30) == 0
+    assert not _held(port)
+    third = _push(tmp_path / "d", port)
+    assert _held(port)
+    assert third.stdin is not None
+    third.stdin.close()
+    assert third.wait(timeout=30) == 0
+
+
+def test_the_port_is_held_until_the_job_has_ended(tmp_path: Path, port: int) -> None:
+    """Detached: receive.py becomes `agent.py start`, which returns; the agent's supervisor keeps the lock
+    while run.sh runs, and lets go when it ends. The job's own processes do not inherit it."""
+    go = tmp_path / "go"
+    run_sh = f"ls -l /proc/$$/fd > {tmp_path}/fds; while [ ! -e {go} ]; do sleep 0.05; done\n"
+    extra = {
+        "agent.py": onhost.path("agent.py").read_bytes(), "run.sh": run_sh.encode(),
+        "job_id": b"20250101-120000-abcd", "grace": b"5",
+    }  # fmt: skip
+    proc = _push(tmp_path, port, extra)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdout.readline()  # {"ok": true}
+    proc.stdin.write(b"start\n")
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    assert _held(port)  # by the supervisor, the launching process having exited
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "fds").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert str(_lock_path(port)) not in (tmp_path / "fds").read_text()
+    go.touch()
+    while _held(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _held(port)
+
+
+def test_a_link_in_place_of_the_lock_is_not_followed(tmp_path: Path, port: int) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    _lock_path(port).symlink_to(target)
+    proc = _push(tmp_path, port)
+    assert proc.wait(timeout=30) == 1
+    assert proc.stderr is not None
+    assert f"cannot claim master port {port}: {_lock_path(port)}: " in proc.stderr.read().decode()
+
+
+def test_preflight_counts_a_held_port_as_busy(tmp_path: Path, port: int) -> None:
+    """Preflight's bind test (probe.py's listen on the master) skips a port a launch holds, so a second
+    launch is refused there (--master-port) or gets the next free port (without it)."""
+    assert sockets.CLAIM_PATH == receive.CLAIM_PATH
+    first = _push(tmp_path, port)
+    assert bind_first([port]) is None
+    other = bind_first([port, 0])
+    assert other is not None and other.getsockname()[1] != port
+    other.close()
+    assert first.stdin is not None
+    first.stdin.close()
+    assert first.wait(timeout=30) == 0
+    sock = bind_first([port])
+    assert sock is not None
+    sock.close()
