@@ -73,6 +73,8 @@ def cache_dir() -> Path:
 
 def _usable(path: Path, source: str) -> Path:
     """path, when it is a directory or can be made one (it is created when first written to)."""
+    if not str(path).strip():  # a variable of blanks would name a directory of blanks in the cwd
+        raise BadInput(f"{source} is blank; point it at a directory, or unset it for the default")
     what = f"{source}={path}" if source.startswith(("GPUPROV_", "XDG_")) else str(path)
     probe = path
     try:

@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+    parts = tuple(part.strip() for value in values for part in value.split(","))
+    if any(not part for part in parts):  # dropped, `--tags ''` would apply every task instead of none
+        raise cli_options.Invalid("a tag name is empty; give tag names separated by commas")
+    return parts
 
 
 def _tags(flag: str, help: str) -> tuple[str, ...]:

@@ -85,3 +85,25 @@ def test_a_templated_tag_lets_any_name_through(tmp_path: Path) -> None:
     _write(tmp_path / "site.yml", '- hosts: all\n  tasks:\n    - {debug: {}, tags: "{{ my_tags }}"}\n')
     assert tags.defined(tmp_path / "site.yml", tmp_path) is None
     tags.check(tmp_path / "site.yml", tmp_path, ["anything"], [])
+
+
+EMPTY = {
+    "empty": ["--tags", ""],
+    "blank": ["--tags", "  "],
+    "a trailing comma": ["--tags", "all,"],
+    "two commas": ["--tags", "all,,never"],
+    "an empty --skip-tags": ["--skip-tags", ""],
+}
+
+
+@pytest.mark.parametrize("given", EMPTY.values(), ids=EMPTY.keys())
+def test_an_empty_tag_name_is_refused_not_dropped(given: list[str], tmp_path: Path) -> None:
+    # Dropped, `--tags ''` would leave no tag filter: every task of site.yml would run.
+    (tmp_path / "inventory.ini").write_text("[gpu_nodes]\nnode1 ansible_host=192.0.2.10\n")
+    state = tmp_path / "state"
+    result = in_process.gpuprov(
+        "bootstrap", "inventory.ini", *given, cwd=tmp_path, env={"GPUPROV_STATE_DIR": str(state)}
+    )
+    line = one_error(result, ExitCode.BAD_INPUT)
+    assert "a tag name is empty" in line, line
+    assert not (state / "runs").exists()

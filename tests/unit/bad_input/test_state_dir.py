@@ -102,6 +102,19 @@ def test_a_full_state_dir_is_found_before_any_host(
     assert "free" in line and "MB" in line, line
 
 
+@pytest.mark.parametrize("blank", [" ", "\t", "  \n"], ids=["space", "tab", "blanks and newline"])
+@pytest.mark.parametrize("verb", VERBS.values(), ids=VERBS.keys())
+def test_a_blank_state_dir_variable_is_refused_and_makes_nothing(
+    verb: list[str], blank: str, locked: Path
+) -> None:
+    # Path(" ") would be a directory named by the blanks in the current directory.
+    before = sorted(p.name for p in locked.iterdir())
+    result = in_process.gpuprov(*verb, cwd=locked, env={"GPUPROV_STATE_DIR": blank})
+    line = one_error(result, ExitCode.BAD_INPUT)
+    assert "GPUPROV_STATE_DIR is blank" in line, line
+    assert sorted(p.name for p in locked.iterdir()) == before
+
+
 def test_a_state_dir_with_room_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUPROV_STATE_DIR", str(tmp_path / "state"))
     assert paths.writable_state_dir("launch", need_mb=1) == tmp_path / "state"
