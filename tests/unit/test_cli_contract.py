@@ -263,6 +263,16 @@ def test_limit_with_slurm_is_refused(three: Path) -> None:
         launch_options.build(script=str(three / "train.py"), limit="node1", scheduler="slurm")
 
 
+@pytest.mark.parametrize("limit", ["node1", "gpu_nodes:!node3", "gpu_nodes[0:1]"])
+def test_limit_with_emit_sbatch_is_refused(three: Path, limit: str) -> None:
+    # The script asks Slurm for a count only: --limit 'gpu_nodes:!node3' would not keep the job off node3.
+    with pytest.raises(BadInput, match="an --emit-sbatch script asks Slurm for a node count"):
+        launch_options.build(
+            script=str(three / "train.py"), limit=limit, emit_sbatch=str(three / "job.sbatch")
+        )
+    assert not (three / "job.sbatch").exists()
+
+
 # ----- every exit through GpuprovError ------------------------------------------------------------------
 
 

@@ -371,6 +371,13 @@ def _finish(opts: LaunchOptions) -> LaunchOptions:
         raise BadInput("--detach and --dry-run exclude each other")
     if opts.limit is not None and opts.scheduler == "slurm":
         raise BadInput("--limit picks hosts for SSH launching; with --scheduler slurm give --nodes N")
+    if opts.limit is not None and opts.emit_sbatch is not None:
+        # The script asks Slurm for a node count only (inventory names need not be Slurm's node names), so
+        # `--limit 'gpu_nodes:!node3'` would not keep the job off node3: refused rather than misleading.
+        raise BadInput(
+            "--limit picks hosts for SSH launching; an --emit-sbatch script asks Slurm for a node count and "
+            "Slurm picks the nodes: give --nodes N (and drain a node in Slurm to keep jobs off it)"
+        )
     return replace(opts, script=_script_path(str(opts.script), opts.workdir))
 
 
