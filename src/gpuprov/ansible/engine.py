@@ -134,7 +134,10 @@ def _apply(run: Run) -> dict[str, Any]:
     title = f"gpuprov {run.verb}: {run.playbook.name}{' (check mode)' if run.options.check else ''}"
     progress = display.LiveProgress(tracker, title, estimator)
     context = console.live(progress) if live else contextlib.nullcontext()
-    with context, runs.private_files():  # Ansible's log and events in the run directory: the user's alone
+    # Not under runs.private_files(): ansible-playbook and every module it runs on a host reached with
+    # ansible_connection=local would inherit umask 077 (a login node's venv 0700). What runner writes is
+    # private anyway: the run directory is 0700, and RunDir.close() makes its files 0600.
+    with context:
         outcome = runner.execute(build_kwargs, tracker.handle, run.directory.log)
     run.directory.log(f"ansible-runner finished: status={outcome.status} rc={outcome.rc}")
     run.summary["roles"] = tracker.clock.table()

@@ -45,7 +45,7 @@ class RunDir:
         self.path = self.root / self.id
         self._log_lost = False
         # Event data and logs can hold host details and -e variable names: the user's alone, whatever
-        # the umask (files 0600, directories 0700; runner's own files are made under private_files()).
+        # the umask (files 0600, directories 0700; runner's own files are made 0600 by close()).
         try:
             with private_files():
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -85,6 +85,7 @@ class RunDir:
     def close(self) -> None:
         with contextlib.suppress(OSError):  # what could not be flushed was warned about in log()
             self._log.close()
+        seal(self.path)
         rotate(self.root, keep=KEEP_RUNS, current=self.id)
 
 
@@ -103,6 +104,17 @@ def private_files() -> Iterator[None]:
         yield
     finally:
         os.umask(old)
+
+
+def seal(path: Path) -> None:
+    """Directories 0700 and files 0600 under path: runner wrote its artifacts with the caller's umask (the
+    0700 run directory kept others out meanwhile). Symbolic links are left alone."""
+    for folder, dirs, files in os.walk(path):
+        for name, mode in [*((d, 0o700) for d in dirs), *((f, 0o600) for f in files)]:
+            target = os.path.join(folder, name)
+            if not os.path.islink(target):  # chmod would change the file the link points at
+                with contextlib.suppress(OSError):
+                    os.chmod(target, mode)
 
 
 def read_summary(path: Path, *, legacy_verb: str) -> dict[str, Any]:
