@@ -65,7 +65,10 @@ def run_playbook(
     the exit code. `checks(run)`, when given, runs before Ansible: to stop the run it calls
     run.finish(status, code) and raises GpuprovError."""
     extravars, inventory, forks = _prepare(playbook, options)
-    paths.writable_state_dir(verb, need_mb=runs.ROOM_MB)  # after the input, before any host
+    need_mb, need_files = runs.room_needed(len(inventory.hosts))  # the hosts after --limit
+    paths.writable_state_dir(  # after the input, before any host
+        verb, need_mb=need_mb, need_files=need_files, why=f" for {len(inventory.hosts)} host(s)"
+    )
     started = time.time()
     directory = RunDir()
     summary: dict[str, Any] = {

@@ -22,8 +22,12 @@ from gpuprov import console, paths
 from gpuprov.errors import EnvironmentProblem
 
 KEEP_RUNS = 20
-# Ansible's full log and every event of a run on many hosts: tens of MB. Checked before a run starts.
-ROOM_MB = 50
+# A run directory is mostly job_events/, one file per event: a 2-host sandbox run measured 5.5 MB and 1,314
+# files (about 2.7 MB and 650 files a host; real package output is larger). Checked before a run starts.
+ROOM_MB = 20
+ROOM_MB_PER_HOST = 4
+ROOM_FILES = 100
+ROOM_FILES_PER_HOST = 1000
 SUMMARY = "summary.json"
 LOG = "gpuprov.log"
 VERB = "verb"  # summary.json's key for the verb that made the run
@@ -31,6 +35,11 @@ VERB = "verb"  # summary.json's key for the verb that made the run
 
 def runs_dir() -> Path:
     return paths.state_dir() / "runs"
+
+
+def room_needed(host_count: int) -> tuple[int, int]:
+    """The MB and the files (inodes) a run on host_count hosts needs free in the state dir."""
+    return ROOM_MB + ROOM_MB_PER_HOST * host_count, ROOM_FILES + ROOM_FILES_PER_HOST * host_count
 
 
 def new_run_id() -> str:
