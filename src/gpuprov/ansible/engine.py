@@ -76,6 +76,7 @@ def run_playbook(
         "run_id": directory.id,
         "run_dir": str(directory.path),
         "inventory": str(options.inventory),
+        "inventory_path": str(options.inventory.resolve()),  # the estimate's prior: a run of this inventory
         "playbook": str(playbook),
         "limit": options.limit,
         "tags": list(options.tags),
@@ -154,10 +155,13 @@ def _apply(run: Run) -> dict[str, Any]:
 
 
 def _estimator(run: Run, tracker: Tracker, live: bool) -> Estimator:
-    """The estimate of the time left, from the last ok run of the same verb, playbook, tags and mode; its
-    lines (one per role per host) and the run log's lines as the events come."""
-    alike = {key: run.summary[key] for key in (runs.VERB, "playbook", "tags", "skip_tags", "check")}
-    estimator = Estimator(tracker.clock, run.inventory.names, estimate.find_prior(alike, run.directory.id))
+    """The estimate of the time left, from the last ok run of the same verb, playbook, tags, mode and
+    inventory that covered every host of this one; its lines (one per role per host) and the run log's lines
+    as the events come."""
+    keys = (runs.VERB, "playbook", "tags", "skip_tags", "check", "inventory_path")
+    alike = {key: run.summary[key] for key in keys}
+    prior = estimate.find_prior(alike, run.directory.id, hosts=run.inventory.names)
+    estimator = Estimator(tracker.clock, run.inventory.names, prior)
     tracker.listeners.append(lambda kind, data: estimator.observe(kind, tracker.now))
     tracker.listeners.append(display.listener(run.directory.log, plain=not live))
     if not live:
