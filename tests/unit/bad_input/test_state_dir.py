@@ -254,7 +254,9 @@ def many(work: Path) -> Path:
     return work
 
 
-def test_bootstrap_of_64_hosts_with_100_mb_free_is_refused(many: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bootstrap_of_64_hosts_with_100_mb_free_is_refused(
+    many: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _statvfs_with(monkeypatch, free_mb=100, free_files=10**6)
     line = _refused(["bootstrap", "many.ini"], many, many / "state")
     assert "has 100 MB free, bootstrap needs 276 MB for 64 host(s)" in line, line
