@@ -23,11 +23,12 @@ def state_dir() -> Path:
     return _usable(base / "gpuprov", source)
 
 
-def writable_state_dir(verb: str, need_mb: int) -> Path:
+def writable_state_dir(verb: str, need_mb: int, need_files: int = 0, why: str = "") -> Path:
     """The state dir, once a file could be written there (or, while it does not exist yet, in the directory
-    it will be made in) and `need_mb` MB are free there: what `verb` writes (run directories, job records,
-    results) must not fail after it touched a host. Nothing is left behind. EnvironmentProblem (exit 3),
-    one line, when it cannot be written or has too little room."""
+    it will be made in) and `need_mb` MB and `need_files` inodes are free there: what `verb` writes (run
+    directories, job records, results) must not fail after it touched a host. `why` follows the need in the
+    message (" for 64 host(s)"). Nothing is left behind. EnvironmentProblem (exit 3), one line, when it
+    cannot be written or has too little room."""
     path = state_dir()
     where = nearest_existing(path)  # state_dir() checked it is a directory, not a file
     try:
@@ -40,8 +41,14 @@ def writable_state_dir(verb: str, need_mb: int) -> Path:
     free_mb = found.f_bavail * found.f_frsize // 2**20
     if free_mb < need_mb:
         raise EnvironmentProblem(
-            f"{verb}: the state dir {path} has {free_mb} MB free, {verb} needs {need_mb} MB; free some room "
-            "or point GPUPROV_STATE_DIR at another disk"
+            f"{verb}: the state dir {path} has {free_mb} MB free, {verb} needs {need_mb} MB{why}; free some "
+            "room or point GPUPROV_STATE_DIR at another disk"
+        )
+    # f_files is 0 where the file system has no inode table to run out of (btrfs): nothing to count then.
+    if found.f_files and found.f_favail < need_files:
+        raise EnvironmentProblem(
+            f"{verb}: the state dir {path} has room for {found.f_favail} more files (inodes), {verb} needs "
+            f"{need_files}{why}; remove files there or point GPUPROV_STATE_DIR at another disk"
         )
     return path
 

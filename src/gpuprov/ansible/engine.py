@@ -65,7 +65,10 @@ def run_playbook(
     the exit code. `checks(run)`, when given, runs before Ansible: to stop the run it calls
     run.finish(status, code) and raises GpuprovError."""
     extravars, inventory, forks = _prepare(playbook, options)
-    paths.writable_state_dir(verb, need_mb=runs.ROOM_MB)  # after the input, before any host
+    need_mb, need_files = runs.room_needed(len(inventory.hosts))  # the hosts after --limit
+    paths.writable_state_dir(  # after the input, before any host
+        verb, need_mb=need_mb, need_files=need_files, why=f" for {len(inventory.hosts)} host(s)"
+    )
     started = time.time()
     directory = RunDir()
     summary: dict[str, Any] = {
@@ -73,6 +76,7 @@ def run_playbook(
         "run_id": directory.id,
         "run_dir": str(directory.path),
         "inventory": str(options.inventory),
+        "inventory_path": str(options.inventory.resolve()),  # the estimate's prior: a run of this inventory
         "playbook": str(playbook),
         "limit": options.limit,
         "tags": list(options.tags),
@@ -134,7 +138,10 @@ def _apply(run: Run) -> dict[str, Any]:
     title = f"gpuprov {run.verb}: {run.playbook.name}{' (check mode)' if run.options.check else ''}"
     progress = display.LiveProgress(tracker, title, estimator)
     context = console.live(progress) if live else contextlib.nullcontext()
-    with context, runs.private_files():  # Ansible's log and events in the run directory: the user's alone
+    # Not under runs.private_files(): ansible-playbook and every module it runs on a host reached with
+    # ansible_connection=local would inherit umask 077 (a login node's venv 0700). What runner writes is
+    # private anyway: the run directory is 0700, and RunDir.close() makes its files 0600.
+    with context:
         outcome = runner.execute(build_kwargs, tracker.handle, run.directory.log)
     run.directory.log(f"ansible-runner finished: status={outcome.status} rc={outcome.rc}")
     run.summary["roles"] = tracker.clock.table()
@@ -148,10 +155,13 @@ def _apply(run: Run) -> dict[str, Any]:
 
 
 def _estimator(run: Run, tracker: Tracker, live: bool) -> Estimator:
-    """The estimate of the time left, from the last ok run of the same verb, playbook, tags and mode; its
-    lines (one per role per host) and the run log's lines as the events come."""
-    alike = {key: run.summary[key] for key in (runs.VERB, "playbook", "tags", "skip_tags", "check")}
-    estimator = Estimator(tracker.clock, run.inventory.names, estimate.find_prior(alike, run.directory.id))
+    """The estimate of the time left, from the last ok run of the same verb, playbook, tags, mode and
+    inventory that covered every host of this one; its lines (one per role per host) and the run log's lines
+    as the events come."""
+    keys = (runs.VERB, "playbook", "tags", "skip_tags", "check", "inventory_path")
+    alike = {key: run.summary[key] for key in keys}
+    prior = estimate.find_prior(alike, run.directory.id, hosts=run.inventory.names)
+    estimator = Estimator(tracker.clock, run.inventory.names, prior)
     tracker.listeners.append(lambda kind, data: estimator.observe(kind, tracker.now))
     tracker.listeners.append(display.listener(run.directory.log, plain=not live))
     if not live:

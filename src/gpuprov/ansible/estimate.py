@@ -2,8 +2,8 @@
 their times and whether they changed something.
 
 The prior: the newest run record (summary.json) of the same verb and playbook, with the same tags and check
-mode, that ended ok, with the "timeline" timing.RoleClock recorded. A host it did not cover is given the
-tasks of its slowest host.
+mode and the same inventory file, that ended ok, with the "timeline" timing.RoleClock recorded for every host
+of this run: a 2-host sandbox run, or a `--limit node1` run, says little about 64 real hosts.
 
 Each host finds its place in the prior's tasks: every task it runs is looked for there after the last one
 found (a task the prior did not run is passed over; the prior's tasks passed by, on another branch, are done).
@@ -16,15 +16,15 @@ What is left is the prior's remaining tasks, each costed from this run's own pac
   ones did (its time then x the pace), and otherwise to cost what this run's tasks that changed nothing
   take on average.
 
-Without a prior (a first run) there is no estimate, and the line says so; the next run estimates from this
-one.
+Without a prior (a first run, or no run of these hosts) there is no estimate, and the line says so; the
+next run of these hosts estimates from this one.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from typing import Any
 from gpuprov.ansible import runs
 from gpuprov.ansible.timing import RoleClock
 
-FIRST_RUN = "first run: no estimate yet (the next run estimates from this one)"
+FIRST_RUN = "no comparable run: no estimate yet (the next run of these hosts estimates from this one)"
 # This run's pace counts once the tasks matched so far took this long then: the first few say little.
 MIN_MATCHED_S = 2.0
 PACE_RANGE = (0.2, 5.0)
@@ -49,7 +49,8 @@ class Prior:
     hosts: Mapping[str, list[Task]]
 
     def for_host(self, host: str) -> list[Task]:
-        """The host's own tasks; for a host the run did not cover, those of its slowest host."""
+        """The host's own tasks; for a host the run did not cover (find_prior picks none such for a run, but
+        a record's timeline can lack a host), those of its slowest host."""
         if host in self.hosts:
             return self.hosts[host]
         return max(self.hosts.values(), key=lambda tasks: sum(t[2] for t in tasks), default=[])
@@ -67,8 +68,12 @@ def parse_timeline(timeline: Any) -> dict[str, list[Task]]:
     return {host: tasks for host, tasks in parsed.items() if tasks}
 
 
-def find_prior(match: Mapping[str, Any], current: str, root: Path | None = None) -> Prior | None:
-    """The newest ok run whose summary has every key of `match` equal (verb, playbook, tags, check)."""
+def find_prior(
+    match: Mapping[str, Any], current: str, hosts: Collection[str] = (), root: Path | None = None
+) -> Prior | None:
+    """The newest ok run whose summary has every key of `match` equal (verb, playbook, tags, check; a key
+    the record lacks, such as an older record's inventory, is not held against it) and whose timeline
+    covers every one of `hosts`."""
     root = root or runs.runs_dir()
     if not root.is_dir():
         return None
@@ -79,10 +84,10 @@ def find_prior(match: Mapping[str, Any], current: str, root: Path | None = None)
             continue
         if not isinstance(summary, dict) or summary.get("status") != "ok":
             continue
-        if any(summary.get(key) != value for key, value in match.items()):
+        if any(key in summary and summary[key] != value for key, value in match.items()):
             continue
         timeline = parse_timeline(summary.get("timeline"))
-        if timeline:
+        if timeline and set(hosts) <= timeline.keys():
             return Prior(path.name, timeline)
     return None
 

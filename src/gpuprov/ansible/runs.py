@@ -22,8 +22,12 @@ from gpuprov import console, paths
 from gpuprov.errors import EnvironmentProblem
 
 KEEP_RUNS = 20
-# Ansible's full log and every event of a run on many hosts: tens of MB. Checked before a run starts.
-ROOM_MB = 50
+# A run directory is mostly job_events/, one file per event: a 2-host sandbox run measured 5.5 MB and 1,314
+# files (about 2.7 MB and 650 files a host; real package output is larger). Checked before a run starts.
+ROOM_MB = 20
+ROOM_MB_PER_HOST = 4
+ROOM_FILES = 100
+ROOM_FILES_PER_HOST = 1000
 SUMMARY = "summary.json"
 LOG = "gpuprov.log"
 VERB = "verb"  # summary.json's key for the verb that made the run
@@ -31,6 +35,11 @@ VERB = "verb"  # summary.json's key for the verb that made the run
 
 def runs_dir() -> Path:
     return paths.state_dir() / "runs"
+
+
+def room_needed(host_count: int) -> tuple[int, int]:
+    """The MB and the files (inodes) a run on host_count hosts needs free in the state dir."""
+    return ROOM_MB + ROOM_MB_PER_HOST * host_count, ROOM_FILES + ROOM_FILES_PER_HOST * host_count
 
 
 def new_run_id() -> str:
@@ -45,7 +54,7 @@ class RunDir:
         self.path = self.root / self.id
         self._log_lost = False
         # Event data and logs can hold host details and -e variable names: the user's alone, whatever
-        # the umask (files 0600, directories 0700; runner's own files are made under private_files()).
+        # the umask (files 0600, directories 0700; runner's own files are made 0600 by close()).
         try:
             with private_files():
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -85,6 +94,7 @@ class RunDir:
     def close(self) -> None:
         with contextlib.suppress(OSError):  # what could not be flushed was warned about in log()
             self._log.close()
+        seal(self.path)
         rotate(self.root, keep=KEEP_RUNS, current=self.id)
 
 
@@ -103,6 +113,17 @@ def private_files() -> Iterator[None]:
         yield
     finally:
         os.umask(old)
+
+
+def seal(path: Path) -> None:
+    """Directories 0700 and files 0600 under path: runner wrote its artifacts with the caller's umask (the
+    0700 run directory kept others out meanwhile). Symbolic links are left alone."""
+    for folder, dirs, files in os.walk(path):
+        for name, mode in [*((d, 0o700) for d in dirs), *((f, 0o600) for f in files)]:
+            target = os.path.join(folder, name)
+            if not os.path.islink(target):  # chmod would change the file the link points at
+                with contextlib.suppress(OSError):
+                    os.chmod(target, mode)
 
 
 def read_summary(path: Path, *, legacy_verb: str) -> dict[str, Any]:

@@ -133,5 +133,5 @@ def test_live_progress_on_a_terminal(deb_sandbox: Sandbox) -> None:
     assert "node1: changed:" not in proc.stdout  # no plain lines on a terminal
     # The live line under the table: the overall progress, and the time left (or why there is no estimate).
     assert "tasks done" in proc.stdout
-    assert "left (from run " in proc.stdout or "first run: no estimate yet" in proc.stdout
+    assert "left (from run " in proc.stdout or "no comparable run: no estimate yet" in proc.stdout
     assert "(play tasks) done in" not in proc.stdout  # the per-role lines are for logs

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpuprov.ansible import engine, estimate
+from gpuprov.ansible import engine, estimate, runs
 from gpuprov.ansible.arguments import Options
 from gpuprov.ansible.estimate import Estimator, Prior
 from gpuprov.ansible.events import Tracker
@@ -183,6 +183,13 @@ def test_engine_records_the_roles_and_the_next_run_estimates_from_them(
     assert "tasks done (" in capsys.readouterr().err
     other = engine.run_playbook("upgrade", playbook, Options(inventory=inventory, check=True))
     assert other["progress"]["estimate_from"] == estimate.FIRST_RUN  # check mode: not like the others
+    limited = engine.run_playbook("upgrade", playbook, Options(inventory=inventory, limit="n1"))
+    covered = {f"from run {first['run_id']}", f"from run {second['run_id']}"}  # ids order by the second only
+    assert limited["progress"]["estimate_from"] in covered  # n1 was covered
+    bigger = tmp_path / "bigger.ini"
+    bigger.write_text(inventory.read_text() + "n3 ansible_host=192.0.2.12\n")
+    third = engine.run_playbook("upgrade", playbook, Options(inventory=bigger))
+    assert third["progress"]["estimate_from"] == estimate.FIRST_RUN  # no run covered n3
 
 
 # A run of the engine with the stand-in runner, slow enough for the live display to draw.
@@ -247,3 +254,23 @@ def test_live_line_under_a_terminal(tmp_path: Path) -> None:
     second = run_in_a_terminal(args, env)
     assert "3/6 tasks done (50%)" in second or "2/6 tasks done (33%)" in second, second
     assert "left (from run " in second
+
+
+def test_only_a_run_of_every_host_of_this_one_is_a_prior(tmp_path: Path) -> None:
+    """Two ok records of the same verb, playbook and inventory: a 2-host run and a newer 1-host run (say a
+    `--limit n1` run). A run of n1 and n2 estimates from the 2-host one; a run of 3 hosts from neither."""
+    root = tmp_path / "runs"
+    timeline = json.loads(json.dumps(replay(RUN, ["n1", "n2"], None)[0].clock.timelines()))
+    alike = {"verb": "bootstrap", "playbook": "site.yml", "inventory_path": "/c/inventory.ini"}
+    for run_id, hosts in (("20261126-100000-aaaaaa", ["n1", "n2"]), ("20261126-110000-bbbbbb", ["n1"])):
+        (root / run_id).mkdir(parents=True)
+        record = {**alike, "status": "ok", "timeline": {h: timeline[h] for h in hosts}}
+        (root / run_id / runs.SUMMARY).write_text(json.dumps(record))
+    both = estimate.find_prior(alike, "now", hosts=["n1", "n2"], root=root)
+    assert both is not None and both.run_id == "20261126-100000-aaaaaa"
+    one = estimate.find_prior(alike, "now", hosts=["n1"], root=root)
+    assert one is not None and one.run_id == "20261126-110000-bbbbbb"  # the newest that covers n1
+    assert estimate.find_prior(alike, "now", hosts=["n1", "n2", "n3"], root=root) is None
+    other = {**alike, "inventory_path": "/other/inventory.ini"}  # another cluster's hosts of the same names
+    assert estimate.find_prior(other, "now", hosts=["n1"], root=root) is None
+    assert estimate.FIRST_RUN.startswith("no comparable run: no estimate yet")

@@ -11,10 +11,11 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from gpuprov.ansible import arguments, engine, runs
+from gpuprov.ansible import arguments, engine, runner, runs
 from gpuprov.errors import BadInput, ExitCode
 from tests.unit import in_process
 from tests.unit.ansible import runner_stand_in
@@ -139,6 +140,40 @@ def test_run_records_are_private_to_the_user(
         assert _mode(path) == (0o700 if path.is_dir() else 0o600), path
     written = "".join(p.read_text() for p in run_dir.rglob("*") if p.is_file())
     assert SECRET not in written  # describe() logs the names of -e variables, never a value
+
+
+def test_ansible_runs_with_the_callers_umask_and_its_files_end_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ansible-playbook, and every module it runs on a host reached with ansible_connection=local (a login
+    # node in the inventory), inherit the umask: under 077 a venv built there would be the user's alone.
+    monkeypatch.setenv("GPUPROV_STATE_DIR", str(tmp_path / "state"))
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text("[gpu_nodes]\nnode1 ansible_host=192.0.2.10\n")
+    playbook = tmp_path / "site.yml"
+    playbook.write_text("- hosts: all\n  tasks: []\n")
+    seen: list[int] = []
+
+    def execute(build_kwargs: Any, handler: Any, log: Any) -> runner.Outcome:
+        kwargs = build_kwargs(tmp_path / "pdd")
+        umask = os.umask(0o022)
+        os.umask(umask)
+        seen.append(umask)
+        events = Path(kwargs["artifact_dir"]) / str(kwargs["ident"]) / "job_events"
+        events.mkdir(parents=True)  # as runner makes them: with the umask it was given
+        (events / "1-start.json").write_text("{}")
+        handler({"event": "playbook_on_stats", "event_data": {"ok": {"node1": 1}}})
+        return runner.Outcome(rc=0, status="successful", canceled=False)
+
+    monkeypatch.setattr(runner, "execute", execute)
+    old_umask = os.umask(0o022)
+    try:
+        summary = engine.run_playbook("bootstrap", playbook, arguments.Options(inventory=inventory))
+    finally:
+        os.umask(old_umask)
+    assert seen == [0o022]
+    run_dir = Path(summary["run_dir"])
+    assert _mode(run_dir / "job_events") == 0o700 and _mode(run_dir / "job_events" / "1-start.json") == 0o600
 
 
 # ----- --env-file: the line number and the key, never the value ---------------------------------------

@@ -229,3 +229,61 @@ def test_a_run_log_that_fills_the_disk_warns_once_and_the_run_goes_on(
     directory.close()
     warnings = [line for line in capsys.readouterr().err.splitlines() if "gpuprov.log" in line]
     assert len(warnings) == 1 and "No space left on device" in warnings[0], warnings
+
+
+# ----- bootstrap's room grows with the hosts it targets (after --limit) --------------------------------
+
+
+def _statvfs_with(monkeypatch: pytest.MonkeyPatch, free_mb: int, free_files: int, files: int = 10**6) -> None:
+    """os.statvfs as the real one, but with free_mb MB and free_files inodes left for the user."""
+    real = os.statvfs
+
+    def faked(path: Any) -> Any:
+        found = real(path)
+        blocks = free_mb * 2**20 // found.f_frsize
+        return os.statvfs_result((*found[:4], blocks, files, free_files, free_files, *found[8:]))
+
+    monkeypatch.setattr(os, "statvfs", faked)
+
+
+@pytest.fixture
+def many(work: Path) -> Path:
+    """An inventory of 64 hosts, every connection refused at once (closed ports on 127.0.0.1)."""
+    lines = [f"node{n} ansible_host=127.0.0.1 ansible_port={n}" for n in range(1, 65)]
+    (work / "many.ini").write_text("[gpu_nodes]\n" + "\n".join(lines) + "\n")
+    return work
+
+
+def test_bootstrap_of_64_hosts_with_100_mb_free_is_refused(
+    many: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _statvfs_with(monkeypatch, free_mb=100, free_files=10**6)
+    line = _refused(["bootstrap", "many.ini"], many, many / "state")
+    assert "has 100 MB free, bootstrap needs 276 MB for 64 host(s)" in line, line
+    assert not (many / "state").exists()  # refused before a run directory or any host
+
+
+def test_bootstrap_of_one_host_with_100_mb_free_passes_the_state_dir(
+    many: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _statvfs_with(monkeypatch, free_mb=100, free_files=10**6)
+    # --limit leaves one host: 24 MB and 1,100 files are enough; preflight then finds the closed port.
+    result = in_process.gpuprov(
+        "bootstrap", "many.ini", "--limit", "node1", cwd=many, env={"GPUPROV_STATE_DIR": str(many / "state")}
+    )
+    assert result.returncode not in (0, ExitCode.ENVIRONMENT), result.stderr
+    assert "state dir" not in result.stderr and (many / "state" / "runs").is_dir(), result.stderr
+
+
+def test_bootstrap_with_too_few_free_inodes_is_refused(locked: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _statvfs_with(monkeypatch, free_mb=10_000, free_files=1_500)  # 2 hosts need 2,100
+    line = _refused(["bootstrap", "inventory.ini"], locked, locked / "state")
+    assert "room for 1500 more files (inodes), bootstrap needs 2100 for 2 host(s)" in line, line
+
+
+def test_a_file_system_without_an_inode_table_is_not_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUPROV_STATE_DIR", str(tmp_path / "state"))
+    _statvfs_with(monkeypatch, free_mb=1000, free_files=0, files=0)  # btrfs: f_files and f_favail are 0
+    assert paths.writable_state_dir("bootstrap", need_mb=24, need_files=1100) == tmp_path / "state"
