@@ -14,8 +14,10 @@ beside and renamed (so a store file is whole or absent), hard-linked into JOB_DI
 the extra files are written into JOB_DIR (0600: run.sh carries the job's --env values). It answers
 `{"ok": true}` and waits for one more line: `attach` or `start` runs `agent.py attach|start JOB_DIR` in
 this same process, on the same channel (as `python agent.py` would, without a second interpreter's start:
-about 0.03 CPU seconds per host before the job starts); end of input exits without starting anything (so
-no host starts the job before every host has received it). A problem: one line on stderr, exit status 1.
+about 0.03 CPU seconds per host before the job starts); end of input, or no line within START_WAIT_S,
+exits without starting anything (so no host starts the job before every host has received it, and a
+controller that vanished mid-push does not hold the master port for hours). A problem: one line on
+stderr, exit status 1.
 
 On the master, the header also names the job's master port ("claim": PORT): before anything is written the
 program takes an exclusive lock on /tmp/gpuprov-master-port-PORT.lock (CLAIM_PATH) and keeps it, through
@@ -33,8 +35,10 @@ import hashlib
 import json
 import os
 import runpy
+import select
 import sys
 import time
+from typing import BinaryIO
 
 STORE_DIR = ".gpuprov/files"
 JOBS_DIR = ".gpuprov/jobs"
@@ -43,6 +47,12 @@ JOBS_DIR = ".gpuprov/jobs"
 CLAIM_PATH = "/tmp/gpuprov-master-port-{}.lock"
 CLAIM_RETRY_S = 0.5  # a preflight's bind test may hold the lock for a moment to look at it
 CLAIM_FD_ENV = "GPUPROV_CLAIM_FD"  # the lock's descriptor, which the agent's supervisor keeps open
+# How long the filled host waits for the controller's `attach`/`start` line. The master holds its port
+# meanwhile, so a controller that vanished without closing TCP (a laptop's lid shut mid-push: sshd notices
+# only after TCP keepalive's ~2 h) must not hold it longer. The push of every host must fit in it: the
+# line comes once the last host has received its files.
+START_WAIT_S = 30 * 60
+START_WAIT_ENV = "GPUPROV_START_WAIT_S"  # tests only: a shorter wait
 
 
 def _open_claim(path: str) -> int:
@@ -165,6 +175,19 @@ def receive(job_dir: str) -> str:
     for sha, _, rel, _ in header["files"]:
         _link(os.path.join(store, sha), work, rel)
     _answer({"ok": True, "sent": len(wanted)})
+    return _next_line(stdin)
+
+
+def _next_line(stdin: BinaryIO) -> str:
+    """The controller's next line, or exit 1 (the port's lock then goes) when none comes in time. select on
+    the descriptor sees it: the controller sends it only after this host's answer, so none of it can sit
+    in stdin's buffer already."""
+    wait_s = float(os.environ.get(START_WAIT_ENV) or START_WAIT_S)
+    ready, _, _ = select.select([stdin], [], [], wait_s)
+    if not ready:
+        raise SystemExit(
+            f"no attach/start from the controller within {wait_s:g} s (did it go away?); nothing started"
+        )
     return stdin.readline().decode().strip()
 
 

@@ -124,9 +124,11 @@ def _held(port: int) -> bool:
     return False
 
 
-def _push(home: Path, port: int, extra: dict[str, bytes] | None = None) -> subprocess.Popen[bytes]:
+def _push(
+    home: Path, port: int, extra: dict[str, bytes] | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """receive.py as the launch on the master runs it, up to its first answer (the port then held)."""
-    proc = start_receive(home)
+    proc = start_receive(home, env)
     assert proc.stdin is not None and proc.stdout is not None
     extra = extra or {}
     header = {"files": [], "extra": [[name, len(data)] for name, data in extra.items()], "claim": port}
@@ -194,6 +196,19 @@ def test_the_port_is_held_until_the_job_has_ended(tmp_path: Path, port: int) -> 
     go.touch()
     while _held(port) and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert not _held(port)
+
+
+def test_a_controller_that_never_says_start_does_not_hold_the_port(tmp_path: Path, port: int) -> None:
+    """A laptop that sleeps mid-push keeps the SSH channel open without a word: the master gives up after
+    its deadline (START_WAIT_S, shortened here), starts nothing, and the port is free again."""
+    assert receive.START_WAIT_S >= 10 * 60  # the push of every host must fit in it
+    proc = _push(tmp_path, port, env={receive.START_WAIT_ENV: "1"})
+    assert proc.stdout is not None and proc.stderr is not None
+    assert json.loads(proc.stdout.readline()) == {"ok": True, "sent": 0}
+    assert _held(port)
+    assert proc.wait(timeout=30) == 1  # stdin still open: only the deadline ends it
+    assert "no attach/start from the controller within 1 s" in proc.stderr.read().decode()
     assert not _held(port)
 
 
