@@ -25,7 +25,8 @@ the agent it becomes and the agent's supervisor (which inherits the descriptor),
 Two gpuprov jobs can never both hold one master port of one host (flock is atomic, so two launches whose
 preflights both found the port free cannot both start), and the lock goes with its processes (nothing
 stale after a crash). A port the lock shows taken: `master port PORT is taken by ...`, exit status 1,
-nothing written.
+nothing written; the holder writes `PID JOB_ID` into the lock file where it owns the file, so the message
+can name the job and its user.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import fcntl
 import hashlib
 import json
 import os
+import pwd
 import runpy
 import select
 import sys
@@ -82,7 +84,56 @@ def _lock(fd: int) -> bool:
             time.sleep(0.01)
 
 
-def claim_master_port(port: int) -> int:
+def _flock_taker(fd: int, locks: str = "/proc/locks") -> int | None:
+    """The pid that took the flock on fd's file (/proc/locks: `N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE
+    ...`). It stays the taker's pid after a detached job's launching process has exited."""
+    inode = os.fstat(fd).st_ino
+    try:
+        with open(locks) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        words = line.split()
+        if len(words) > 5 and words[1] == "FLOCK" and words[5].rsplit(":", 1)[-1] == str(inode):
+            return int(words[4]) if words[4].isdigit() else None
+    return None
+
+
+def _name_holder(fd: int, path: str, job_dir: str) -> None:
+    """Write `PID JOB_ID` into the lock file, where this user owns it, for a refused launch's message. The
+    lock is on fd (read-only); this writes through a second descriptor, without O_CREAT (fs.protected_regular)
+    and never through a link, and only into the very file locked (not one put at the path since)."""
+    try:
+        out = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+    except OSError:
+        return  # another user's file (0644): the message then names no holder
+    try:
+        locked, opened = os.fstat(fd), os.fstat(out)
+        if (locked.st_dev, locked.st_ino) == (opened.st_dev, opened.st_ino):
+            os.ftruncate(out, 0)
+            os.write(out, f"{os.getpid()} {os.path.basename(job_dir.rstrip('/'))}\n".encode())
+    except OSError:
+        pass
+    finally:
+        os.close(out)  # closing another descriptor of the file keeps the flock (unlike fcntl locks)
+
+
+def _holder(fd: int) -> str:
+    """`job JOB_ID of user NAME`, where the lock file names its holder and the name is current: written by
+    the process that took the lock now held (another user's leftover file keeps its old, stale text)."""
+    taker = _flock_taker(fd)
+    try:
+        words = os.pread(fd, 200, 0).decode("ascii").split()
+        owner = pwd.getpwuid(os.fstat(fd).st_uid).pw_name
+    except (OSError, UnicodeDecodeError, KeyError):
+        return ""
+    if taker is None or len(words) != 2 or words[0] != str(taker):
+        return ""
+    return f"job {words[1]} of user {owner}"
+
+
+def claim_master_port(port: int, job_dir: str = "") -> int:
     """Hold the master port for this job (see the module's docstring); the lock's descriptor."""
     path = CLAIM_PATH.format(port)
     try:
@@ -90,11 +141,14 @@ def claim_master_port(port: int) -> int:
     except OSError as exc:
         raise SystemExit(f"cannot claim master port {port}: {path}: {exc.strerror or exc}") from None
     if not _lock(fd):
+        holder = _holder(fd)
         os.close(fd)
         raise SystemExit(
-            f"master port {port} is taken by another gpuprov job starting or running on this host (it holds "
-            f"{path}); wait for it to end or choose another --master-port"
+            f"master port {port} is taken by {holder + ', ' if holder else ''}another gpuprov job starting "
+            f"or running on this host (it holds {path}); wait for it to end or choose another --master-port"
         ) from None
+    if job_dir:
+        _name_holder(fd, path, job_dir)
     os.environ[CLAIM_FD_ENV] = str(fd)
     return fd
 
@@ -151,7 +205,7 @@ def receive(job_dir: str) -> str:
     stdin = sys.stdin.buffer
     header = json.loads(stdin.readline())
     if header.get("claim"):
-        claim_master_port(int(header["claim"]))
+        claim_master_port(int(header["claim"]), job_dir)
     _private_dirs(home, job_dir)
     store = os.path.join(home, STORE_DIR)
     present = set(os.listdir(store))
