@@ -485,8 +485,9 @@ def _truthy(value: Any) -> bool:
     return bool(value)
 
 
-# What _host() and _known_hosts() read: how gpuprov reaches a host (a test keeps the list complete).
-CONNECTION_VARIABLES = (
+# What _host() and _known_hosts() read (a test keeps the three lists complete). REACH_VARIABLES say how
+# gpuprov's own SSH layer reaches a host: address, port, user, key, known-hosts file.
+REACH_VARIABLES = (
     "ansible_port",
     "ansible_ssh_port",
     "ansible_host",
@@ -495,16 +496,18 @@ CONNECTION_VARIABLES = (
     "ansible_ssh_user",
     "ansible_ssh_private_key_file",
     "ansible_private_key_file",
+    "gpuprov_known_hosts_file",
+)
+# Read for one option only: their UserKnownHostsFile (the rest, ProxyJump..., is for Ansible's ssh).
+SSH_ARGS_VARIABLES = ("ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args")
+BECOME_VARIABLES = (
     "ansible_become",
     "ansible_become_method",
     "ansible_become_user",
     "ansible_become_password",
     "ansible_become_pass",
-    "gpuprov_known_hosts_file",
-    "ansible_ssh_common_args",
-    "ansible_ssh_extra_args",
-    "ansible_ssh_args",
 )
+CONNECTION_VARIABLES = REACH_VARIABLES + BECOME_VARIABLES + SSH_ARGS_VARIABLES
 GPU_COUNT_VARIABLE = "gpuprov_gpu_count"
 
 
@@ -601,7 +604,7 @@ def _known_hosts(v: Mapping[str, Any]) -> Path:
     explicit = v.get("gpuprov_known_hosts_file")
     if explicit:
         return Path(str(explicit)).expanduser()
-    for name in ("ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args"):
+    for name in SSH_ARGS_VARIABLES:
         found = ssh_option(str(v.get(name) or ""), "UserKnownHostsFile")
         if found:
             return Path(found.split()[0]).expanduser()

@@ -63,6 +63,8 @@ def _smi_ran(view: HostView) -> bool:
 def _smi_advice(view: HostView) -> str:
     """What to do when nvidia-smi -q gave no answer: missing, hung, or failed with a message."""
     run = view.tool("smi_q")
+    if run.get("skipped"):
+        return "the driver is hung: read dmesg for Xid, then reboot the host (nothing else ends that process)"
     if run.get("timeout"):
         return (
             f"nvidia-smi hung (no answer in {run['timeout']} s; it was killed): a GPU or the driver is "
@@ -262,7 +264,7 @@ def matmul(view: HostView) -> list[Result]:
         return [
             view.result(
                 "matmul",
-                Status.FAIL,
+                Status.COULD_NOT_RUN if view.tool("matmul").get("skipped") else Status.FAIL,
                 detail=str(why),
                 action="read the message; check the driver and the env",
             )

@@ -55,7 +55,9 @@ class HostView:
 
 
 def did_not_run(run: Mapping[str, Any], what: str) -> str | None:
-    """Why a tool gave no answer (missing, timed out), or None when it ran."""
+    """Why a tool gave no answer (not started, missing, timed out), or None when it ran."""
+    if run.get("skipped"):  # hostprobe's reason (a hung driver)
+        return str(run["skipped"])
     if run.get("missing"):
         return f"{what} is not installed on the host"
     if run.get("timeout"):

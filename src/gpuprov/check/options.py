@@ -69,7 +69,8 @@ class CheckOptions:
         "--extra-vars",
         multiple=True,
         help="KEY=VALUE or @FILE (YAML/JSON), over the inventory's variables (e.g. -e @lock.yml); not "
-        "the SSH settings (ansible_port, ansible_host, ansible_user: the inventory's).",
+        "how a host is reached (ansible_host, ansible_port, ansible_user, the key, the known-hosts file: the "
+        "inventory's); become settings and other ssh args pass (check does not use them).",
         parse=_extra_vars,
     )
     verbose: bool = False  # -v of gpuprov itself (finish)

@@ -5,7 +5,10 @@ threshold), and, from -e, none that say how to reach a host.
 -e overrides the inventory (as ansible-playbook's extra vars do) for what check compares with. It does not
 change how check reaches the hosts: the bandwidth test runs through `gpuprov launch`, which reads the SSH
 settings from the inventory only, so an `-e ansible_port=...` would reach one port for the per-host checks and
-another for the all-reduce. Such a setting is refused in one line rather than half applied or ignored.
+another for the all-reduce. Such a setting (address, port, user, key, known-hosts file: what gpuprov's own SSH
+layer reads) is refused in one line rather than half applied or ignored. Become settings and ssh arguments
+other than UserKnownHostsFile (ProxyJump, ...) are for Ansible's runs and change nothing check does, so a
+vars file shared by every verb (-e @site.yml) passes.
 """
 
 from __future__ import annotations
@@ -35,14 +38,22 @@ def positive_number(value: Any) -> float:
 
 
 def check_extra_vars(values: Mapping[str, Any]) -> None:
-    """-e's values: no connection setting, every number by its rule."""
+    """-e's values: nothing that changes how gpuprov reaches a host, every number by its rule."""
     for name in hosts.CONNECTION_VARIABLES:
-        if name in values:
+        if name in values and _changes_reach(name, values[name]):
             raise BadInput(
                 f"-e {name}: check reaches the hosts as the inventory says (its bandwidth test's launch "
                 f"reads only the inventory); set {name} in the inventory (host or group vars) instead"
             )
     _check_numbers(values, lambda name: f"-e {name}={values[name]!r}: ", "correct the -e value")
+
+
+def _changes_reach(name: str, value: Any) -> bool:
+    if name in hosts.REACH_VARIABLES:
+        return True
+    if name in hosts.SSH_ARGS_VARIABLES:  # gpuprov's SSH layer reads their known-hosts file only
+        return hosts.ssh_option(str(value or ""), "UserKnownHostsFile") is not None
+    return False  # become: check runs no become (its one sudo is `sudo -n dmesg`)
 
 
 def check_inventory(name: str, values: Mapping[str, Any], overridden: Mapping[str, Any]) -> None:

@@ -234,6 +234,8 @@ def python_env(view: HostView) -> list[Result]:
     run = view.tool("env")
     python = str(view.data.get("python_path") or "")
     why = did_not_run(run, f"the env's python ({python})")
+    if run.get("skipped"):  # not started: the GPU's driver is hung (hostprobe)
+        return [view.result("torch", Status.COULD_NOT_RUN, detail=str(why), action="see the gpu-count check")]
     if why:
         return [view.result("torch", Status.FAIL, detail=why, action="run gpuprov bootstrap (python_env)")]
     try:

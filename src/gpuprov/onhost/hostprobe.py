@@ -261,6 +261,51 @@ def _program(request: Dict[str, object], name: str) -> str:
     return str(programs.get(name, "")) if isinstance(programs, dict) else ""
 
 
+def _skipped(why: str) -> Dict[str, object]:
+    return {"rc": None, "skipped": why, "stdout": "", "stderr": ""}
+
+
+def stuck_in_kernel(name: str, proc_root: str = "/proc") -> List[int]:
+    """The pids of processes called `name` in state D (blocked in a kernel call: a hung driver's ioctl),
+    from /proc/PID/stat: `PID (COMM) STATE ...`, COMM up to the last `)` since it may hold one."""
+    found: List[int] = []
+    try:
+        entries = os.listdir(proc_root)
+    except OSError:
+        return found
+    for entry in entries:
+        text = _read(f"{proc_root}/{entry}/stat") if entry.isdigit() else None
+        if not text or "(" not in text or ")" not in text:
+            continue
+        comm = text[text.find("(") + 1 : text.rfind(")")]
+        state = text[text.rfind(")") + 1 :].split()[:1]
+        if comm == name and state == ["D"]:
+            found.append(int(entry))
+    return sorted(found)
+
+
+def _gpu_probes(request: Dict[str, object], python: str) -> Dict[str, object]:
+    """nvidia-smi, the env's torch and the matmul: each hangs in a stuck driver, and a process blocked in
+    the kernel cannot be killed; so none is started after one hung (this run's or an earlier one's)."""
+    smi = "nvidia-smi"
+    stuck = stuck_in_kernel(smi, str(request.get("proc_root") or "/proc"))
+    if stuck:
+        why = _skipped(
+            f"an nvidia-smi of an earlier run (pid {', '.join(map(str, stuck))}) is stuck in the kernel "
+            "(state D): the driver is hung; no GPU probe was started"
+        )
+        return {"smi_q": why, "smi_nvlink": why, "env": why, "matmul": why}
+    smi_q = _run([smi, "-q"])
+    if smi_q.get("timeout"):
+        why = _skipped("nvidia-smi hung: the GPU probes were not started")
+        return {"smi_q": smi_q, "smi_nvlink": dict(smi_q), "env": why, "matmul": why}
+    found: Dict[str, object] = {"smi_q": smi_q, "smi_nvlink": _run([smi, "nvlink", "--status"])}
+    found["env"] = env = _run([python, "-c", _program(request, "env_probe")], timeout=120)
+    if _sees_gpus(env):
+        found["matmul"] = _matmul_under_load(python, smi, _program(request, "matmul_probe"))
+    return found
+
+
 def collect(request: Dict[str, object]) -> Dict[str, object]:
     started = time.monotonic()
     SETTINGS["tool_timeout"] = float(str(request.get("tool_timeout") or TOOL_TIMEOUT_S))
@@ -293,18 +338,10 @@ def collect(request: Dict[str, object]) -> Dict[str, object]:
         "pci_nvswitches": _nvidia_pci_devices(("0x0680",)),
         "modules": _loaded_modules(),
     }
-    smi = "nvidia-smi"
-    smi_q = _run([smi, "-q"])
-    data["smi_q"] = smi_q
-    # An nvidia-smi that hung once hangs again: not a second one stuck on the host, nor another wait.
-    data["smi_nvlink"] = dict(smi_q) if smi_q.get("timeout") else _run([smi, "nvlink", "--status"])
     data["ibstat"] = _run(["ibstat"])
-    env = _run([python, "-c", _program(request, "env_probe")], timeout=120)
-    data["env"] = env
     data["dkms"] = _run(["dkms", "status"])
     data["fabricmanager"] = _run(["systemctl", "is-active", "nvidia-fabricmanager"])
-    if _sees_gpus(env):
-        data["matmul"] = _matmul_under_load(python, smi, _program(request, "matmul_probe"))
+    data.update(_gpu_probes(request, python))
     data["seconds"] = round(time.monotonic() - started, 3)
     return data
 

@@ -14,8 +14,10 @@ beside and renamed (so a store file is whole or absent), hard-linked into JOB_DI
 the extra files are written into JOB_DIR (0600: run.sh carries the job's --env values). It answers
 `{"ok": true}` and waits for one more line: `attach` or `start` runs `agent.py attach|start JOB_DIR` in
 this same process, on the same channel (as `python agent.py` would, without a second interpreter's start:
-about 0.03 CPU seconds per host before the job starts); end of input exits without starting anything (so
-no host starts the job before every host has received it). A problem: one line on stderr, exit status 1.
+about 0.03 CPU seconds per host before the job starts); end of input, or no line within START_WAIT_S,
+exits without starting anything (so no host starts the job before every host has received it, and a
+controller that vanished mid-push does not hold the master port for hours). A problem: one line on
+stderr, exit status 1.
 
 On the master, the header also names the job's master port ("claim": PORT): before anything is written the
 program takes an exclusive lock on /tmp/gpuprov-master-port-PORT.lock (CLAIM_PATH) and keeps it, through
@@ -23,7 +25,8 @@ the agent it becomes and the agent's supervisor (which inherits the descriptor),
 Two gpuprov jobs can never both hold one master port of one host (flock is atomic, so two launches whose
 preflights both found the port free cannot both start), and the lock goes with its processes (nothing
 stale after a crash). A port the lock shows taken: `master port PORT is taken by ...`, exit status 1,
-nothing written.
+nothing written; the holder writes `PID JOB_ID` into the lock file where it owns the file, so the message
+can name the job and its user.
 """
 
 from __future__ import annotations
@@ -32,9 +35,12 @@ import fcntl
 import hashlib
 import json
 import os
+import pwd
 import runpy
+import select
 import sys
 import time
+from typing import BinaryIO
 
 STORE_DIR = ".gpuprov/files"
 JOBS_DIR = ".gpuprov/jobs"
@@ -43,6 +49,12 @@ JOBS_DIR = ".gpuprov/jobs"
 CLAIM_PATH = "/tmp/gpuprov-master-port-{}.lock"
 CLAIM_RETRY_S = 0.5  # a preflight's bind test may hold the lock for a moment to look at it
 CLAIM_FD_ENV = "GPUPROV_CLAIM_FD"  # the lock's descriptor, which the agent's supervisor keeps open
+# How long the filled host waits for the controller's `attach`/`start` line. The master holds its port
+# meanwhile, so a controller that vanished without closing TCP (a laptop's lid shut mid-push: sshd notices
+# only after TCP keepalive's ~2 h) must not hold it longer. The push of every host must fit in it: the
+# line comes once the last host has received its files.
+START_WAIT_S = 30 * 60
+START_WAIT_ENV = "GPUPROV_START_WAIT_S"  # tests only: a shorter wait
 
 
 def _open_claim(path: str) -> int:
@@ -72,7 +84,56 @@ def _lock(fd: int) -> bool:
             time.sleep(0.01)
 
 
-def claim_master_port(port: int) -> int:
+def _flock_taker(fd: int, locks: str = "/proc/locks") -> int | None:
+    """The pid that took the flock on fd's file (/proc/locks: `N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE
+    ...`). It stays the taker's pid after a detached job's launching process has exited."""
+    inode = os.fstat(fd).st_ino
+    try:
+        with open(locks) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        words = line.split()
+        if len(words) > 5 and words[1] == "FLOCK" and words[5].rsplit(":", 1)[-1] == str(inode):
+            return int(words[4]) if words[4].isdigit() else None
+    return None
+
+
+def _name_holder(fd: int, path: str, job_dir: str) -> None:
+    """Write `PID JOB_ID` into the lock file, where this user owns it, for a refused launch's message. The
+    lock is on fd (read-only); this writes through a second descriptor, without O_CREAT (fs.protected_regular)
+    and never through a link, and only into the very file locked (not one put at the path since)."""
+    try:
+        out = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+    except OSError:
+        return  # another user's file (0644): the message then names no holder
+    try:
+        locked, opened = os.fstat(fd), os.fstat(out)
+        if (locked.st_dev, locked.st_ino) == (opened.st_dev, opened.st_ino):
+            os.ftruncate(out, 0)
+            os.write(out, f"{os.getpid()} {os.path.basename(job_dir.rstrip('/'))}\n".encode())
+    except OSError:
+        pass
+    finally:
+        os.close(out)  # closing another descriptor of the file keeps the flock (unlike fcntl locks)
+
+
+def _holder(fd: int) -> str:
+    """`job JOB_ID of user NAME`, where the lock file names its holder and the name is current: written by
+    the process that took the lock now held (another user's leftover file keeps its old, stale text)."""
+    taker = _flock_taker(fd)
+    try:
+        words = os.pread(fd, 200, 0).decode("ascii").split()
+        owner = pwd.getpwuid(os.fstat(fd).st_uid).pw_name
+    except (OSError, UnicodeDecodeError, KeyError):
+        return ""
+    if taker is None or len(words) != 2 or words[0] != str(taker):
+        return ""
+    return f"job {words[1]} of user {owner}"
+
+
+def claim_master_port(port: int, job_dir: str = "") -> int:
     """Hold the master port for this job (see the module's docstring); the lock's descriptor."""
     path = CLAIM_PATH.format(port)
     try:
@@ -80,11 +141,14 @@ def claim_master_port(port: int) -> int:
     except OSError as exc:
         raise SystemExit(f"cannot claim master port {port}: {path}: {exc.strerror or exc}") from None
     if not _lock(fd):
+        holder = _holder(fd)
         os.close(fd)
         raise SystemExit(
-            f"master port {port} is taken by another gpuprov job starting or running on this host (it holds "
-            f"{path}); wait for it to end or choose another --master-port"
+            f"master port {port} is taken by {holder + ', ' if holder else ''}another gpuprov job starting "
+            f"or running on this host (it holds {path}); wait for it to end or choose another --master-port"
         ) from None
+    if job_dir:
+        _name_holder(fd, path, job_dir)
     os.environ[CLAIM_FD_ENV] = str(fd)
     return fd
 
@@ -141,7 +205,7 @@ def receive(job_dir: str) -> str:
     stdin = sys.stdin.buffer
     header = json.loads(stdin.readline())
     if header.get("claim"):
-        claim_master_port(int(header["claim"]))
+        claim_master_port(int(header["claim"]), job_dir)
     _private_dirs(home, job_dir)
     store = os.path.join(home, STORE_DIR)
     present = set(os.listdir(store))
@@ -165,6 +229,19 @@ def receive(job_dir: str) -> str:
     for sha, _, rel, _ in header["files"]:
         _link(os.path.join(store, sha), work, rel)
     _answer({"ok": True, "sent": len(wanted)})
+    return _next_line(stdin)
+
+
+def _next_line(stdin: BinaryIO) -> str:
+    """The controller's next line, or exit 1 (the port's lock then goes) when none comes in time. select on
+    the descriptor sees it: the controller sends it only after this host's answer, so none of it can sit
+    in stdin's buffer already."""
+    wait_s = float(os.environ.get(START_WAIT_ENV) or START_WAIT_S)
+    ready, _, _ = select.select([stdin], [], [], wait_s)
+    if not ready:
+        raise SystemExit(
+            f"no attach/start from the controller within {wait_s:g} s (did it go away?); nothing started"
+        )
     return stdin.readline().decode().strip()
 
 

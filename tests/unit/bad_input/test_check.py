@@ -11,6 +11,8 @@ import pytest
 
 from gpuprov import hosts
 from gpuprov.check import options
+from gpuprov.check.variables import check_extra_vars
+from gpuprov.errors import BadInput
 from tests.unit.bad_input.commands import one_error
 from tests.unit.bad_input.commands import real_gpuprov as gpuprov
 
@@ -165,3 +167,29 @@ def test_launch_and_check_share_one_gpu_count_rule(value: Any) -> None:
 @pytest.mark.parametrize(("value", "count"), [(0, 0), (8, 8), ("8", 8), (" 4 ", 4), (None, None)])
 def test_gpu_count_takes_whole_numbers(value: Any, count: int | None) -> None:
     assert hosts.gpu_count({} if value is None else {"gpuprov_gpu_count": value}) == count
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "ansible_become_password=x",
+        "ansible_become=true",
+        "ansible_ssh_common_args=-o ProxyJump=login",
+        "ansible_ssh_extra_args=-o ServerAliveInterval=30",
+    ],
+)
+def test_settings_check_does_not_use_pass_through_e(setting: str) -> None:
+    """One vars file for every verb (-e @site.yml): become and ssh arguments gpuprov's SSH layer does not
+    read change nothing check does, so they are accepted."""
+    name, _, value = setting.partition("=")
+    check_extra_vars({name: value})
+
+
+@pytest.mark.parametrize(
+    "setting",
+    ["ansible_port=2222", "ansible_ssh_common_args=-o UserKnownHostsFile=/tmp/kh"],
+)
+def test_settings_that_change_how_a_host_is_reached_stay_refused(setting: str) -> None:
+    name, _, value = setting.partition("=")
+    with pytest.raises(BadInput, match=f"-e {name}"):
+        check_extra_vars({name: value})

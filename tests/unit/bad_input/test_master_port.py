@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+import pwd
 import socket
 import subprocess
 import time
@@ -124,9 +125,11 @@ def _held(port: int) -> bool:
     return False
 
 
-def _push(home: Path, port: int, extra: dict[str, bytes] | None = None) -> subprocess.Popen[bytes]:
+def _push(
+    home: Path, port: int, extra: dict[str, bytes] | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """receive.py as the launch on the master runs it, up to its first answer (the port then held)."""
-    proc = start_receive(home)
+    proc = start_receive(home, env)
     assert proc.stdin is not None and proc.stdout is not None
     extra = extra or {}
     header = {"files": [], "extra": [[name, len(data)] for name, data in extra.items()], "claim": port}
@@ -155,9 +158,10 @@ def test_a_second_launch_cannot_take_a_held_master_port(tmp_path: Path, port: in
         assert second.wait(timeout=30) == 1
         assert second.stderr is not None
         err = second.stderr.read().decode().strip().splitlines()
+        holder = f"job {JOB_DIR.rsplit('/', 1)[-1]} of user {pwd.getpwuid(os.getuid()).pw_name}"
         assert err == [
-            f"master port {port} is taken by another gpuprov job starting or running on this host (it holds "
-            f"{_lock_path(port)}); wait for it to end or choose another --master-port"
+            f"master port {port} is taken by {holder}, another gpuprov job starting or running on this host "
+            f"(it holds {_lock_path(port)}); wait for it to end or choose another --master-port"
         ]
         assert not (tmp_path / home / JOB_DIR).exists()  # nothing written
     assert first.stdin is not None
@@ -195,6 +199,59 @@ def test_the_port_is_held_until_the_job_has_ended(tmp_path: Path, port: int) -> 
     while _held(port) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _held(port)
+
+
+def test_a_controller_that_never_says_start_does_not_hold_the_port(tmp_path: Path, port: int) -> None:
+    """A laptop that sleeps mid-push keeps the SSH channel open without a word: the master gives up after
+    its deadline (START_WAIT_S, shortened here), starts nothing, and the port is free again."""
+    assert receive.START_WAIT_S >= 10 * 60  # the push of every host must fit in it
+    proc = _push(tmp_path, port, env={receive.START_WAIT_ENV: "1"})
+    assert proc.stdout is not None and proc.stderr is not None
+    assert json.loads(proc.stdout.readline()) == {"ok": True, "sent": 0}
+    assert _held(port)
+    assert proc.wait(timeout=30) == 1  # stdin still open: only the deadline ends it
+    assert "no attach/start from the controller within 1 s" in proc.stderr.read().decode()
+    assert not _held(port)
+
+
+def test_a_lock_file_whose_text_is_not_its_holders_names_no_job(tmp_path: Path, port: int) -> None:
+    """Another user's leftover lock file cannot be written by the next holder, so its text may be an ended
+    job's: it is shown only when written by the process that took the lock now held (/proc/locks)."""
+    _lock_path(port).write_text("999999999 20240101-000000-stale\n")
+    fd = os.open(_lock_path(port), os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held by this test's process, which never wrote the text
+        proc = _push(tmp_path, port)
+        assert proc.wait(timeout=30) == 1
+        assert proc.stderr is not None
+        err = proc.stderr.read().decode()
+        assert f"master port {port} is taken by another gpuprov job" in err and "stale" not in err, err
+    finally:
+        os.close(fd)
+
+
+def test_a_detached_jobs_holder_is_named_after_its_launch_exited(tmp_path: Path, port: int) -> None:
+    go = tmp_path / "go"
+    extra = {
+        "agent.py": onhost.path("agent.py").read_bytes(),
+        "run.sh": f"while [ ! -e {go} ]; do sleep 0.05; done\n".encode(),
+        "job_id": b"20250101-000000-abcd", "grace": b"5",
+    }  # fmt: skip
+    proc = _push(tmp_path / "a", port, extra)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdout.readline()
+    proc.stdin.write(b"start\n")
+    proc.stdin.close()
+    try:
+        assert proc.wait(timeout=30) == 0  # the supervisor holds the lock now
+        second = _push(tmp_path / "b", port)
+        assert second.wait(timeout=30) == 1 and second.stderr is not None
+        assert "is taken by job 20250101-000000-abcd of user " in second.stderr.read().decode()
+    finally:
+        go.touch()
+    deadline = time.monotonic() + 10
+    while _held(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def test_a_link_in_place_of_the_lock_is_not_followed(tmp_path: Path, port: int) -> None:

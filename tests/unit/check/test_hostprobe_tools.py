@@ -105,3 +105,57 @@ def test_a_hung_nvidia_smi_is_killed_with_its_children_and_could_not_run(tmp_pat
     result = gpu_checks.gpu_count(HostView("node1", {"gpuprov_gpu_count": 1}, data))[0]
     assert result.status is Status.COULD_NOT_RUN, result
     assert "hung" in result.action and "mismatch" not in result.action, result.action
+
+
+def _gpu_results(data: dict[str, Any]) -> dict[str, Any]:
+    from gpuprov.check import version_checks
+
+    view = HostView("node1", {"gpuprov_gpu_count": 1}, data)
+    found = gpu_checks.gpu_count(view) + gpu_checks.matmul(view) + version_checks.python_env(view)
+    return {r.check: r for r in found}
+
+
+def test_after_nvidia_smi_hung_no_other_gpu_probe_is_started(tmp_path: Path) -> None:
+    """A stuck driver hangs the CUDA env probe and the matmul as it hung nvidia-smi, each leaving one more
+    process the kernel cannot kill: they are not started, and say why."""
+    pids, started = tmp_path / "pids", tmp_path / "python-started"
+    tool(tmp_path, "nvidia-smi", f"echo $$ >> {pids}; exec sleep 300\n")
+    tool(tmp_path, "envpython", f"touch {started}; exec sleep 300\n")
+    try:
+        data = collect(tmp_path, tool_timeout=1, python=str(tmp_path / "envpython"))
+    finally:
+        for pid in pids.read_text().split() if pids.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    assert data["smi_q"]["timeout"] == 1
+    assert not started.exists(), "the env probe was started after nvidia-smi hung"
+    why = "nvidia-smi hung: the GPU probes were not started"
+    assert data["env"]["skipped"] == why and data["matmul"]["skipped"] == why
+    results = _gpu_results(data)
+    for check in ("matmul", "torch"):
+        assert results[check].status is Status.COULD_NOT_RUN and why in results[check].detail, results[check]
+
+
+def _proc_entry(root: Path, pid: int, comm: str, state: str) -> None:
+    (root / str(pid)).mkdir(parents=True)
+    (root / str(pid) / "stat").write_text(f"{pid} ({comm}) {state} 1 {pid} {pid} 0 -1 4194560 0 0\n")
+
+
+def test_an_nvidia_smi_stuck_in_the_kernel_from_an_earlier_run_stops_the_gpu_probes(tmp_path: Path) -> None:
+    """An nvidia-smi of an earlier run still in state D: the driver is hung; another would hang too."""
+    proc = tmp_path / "proc"
+    _proc_entry(proc, 4242, "nvidia-smi", "D")
+    _proc_entry(proc, 4243, "nvidia-smi", "S")  # running normally: not stuck
+    _proc_entry(proc, 4244, "a) D (x", "D")  # a name with ") D" in it: not nvidia-smi
+    (proc / "self").mkdir()
+    smi_started, env_started = tmp_path / "smi-started", tmp_path / "python-started"
+    tool(tmp_path, "nvidia-smi", f"touch {smi_started}\n")
+    tool(tmp_path, "envpython", f"touch {env_started}\n")
+    data = collect(tmp_path, tool_timeout=1, python=str(tmp_path / "envpython"), proc_root=str(proc))
+    assert not smi_started.exists() and not env_started.exists()
+    results = _gpu_results(data)
+    for check in ("gpu-count", "matmul", "torch"):
+        result = results[check]
+        assert result.status is Status.COULD_NOT_RUN and "pid 4242" in result.detail, result
+        assert "4243" not in result.detail and "4244" not in result.detail, result
+    assert "reboot" in results["gpu-count"].action and "install" not in results["gpu-count"].action

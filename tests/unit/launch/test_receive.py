@@ -14,12 +14,12 @@ from gpuprov.launch import push
 JOB_DIR = ".gpuprov/jobs/20250101-000000-abcd"
 
 
-def start_receive(home: Path) -> subprocess.Popen[bytes]:
+def start_receive(home: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """receive.py for JOB_DIR, run as push runs it on a host whose home is `home`."""
     return subprocess.Popen(
         ["sh", "-c", push.receive_command(sys.executable, JOB_DIR)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin", **(env or {})},
     )  # fmt: skip
 
 
