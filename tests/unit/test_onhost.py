@@ -140,11 +140,36 @@ def too_new_for_3_6(source: str) -> list[str]:
             problems.append(f"line {node.lineno}: := (3.8)")
         elif isinstance(node, ast.arguments) and node.posonlyargs:
             problems.append(f"positional-only parameters {[a.arg for a in node.posonlyargs]} (3.8)")
+    for line, text in _fstrings(source):
+        if SELF_DOCUMENTING.search(text):
+            problems.append(f"line {line}: f-string '=' (3.8)")
+    return problems
+
+
+def _fstrings(source: str) -> list[tuple[int, str]]:
+    """Each f-string's line and text. Python 3.12+ tokenizes an f-string in parts (PEP 701: FSTRING_START
+    ... FSTRING_END), older ones as one STRING token; the newest-Ansible lane runs these tests on 3.13."""
+    lines = source.splitlines(keepends=True)
+
+    def text(start: tuple[int, int], end: tuple[int, int]) -> str:
+        if start[0] == end[0]:
+            return lines[start[0] - 1][start[1] : end[1]]
+        middle = "".join(lines[start[0] : end[0] - 1])
+        return lines[start[0] - 1][start[1] :] + middle + lines[end[0] - 1][: end[1]]
+
+    found, depth, begin = [], 0, (0, 0)
+    start_type, end_type = getattr(tokenize, "FSTRING_START", None), getattr(tokenize, "FSTRING_END", None)
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         prefix = token.string[: len(token.string) - len(token.string.lstrip("rRbBuUfF"))]
-        if token.type == tokenize.STRING and "f" in prefix.lower() and SELF_DOCUMENTING.search(token.string):
-            problems.append(f"line {token.start[0]}: f-string '=' (3.8)")
-    return problems
+        if token.type == tokenize.STRING and "f" in prefix.lower():
+            found.append((token.start[0], token.string))
+        elif token.type == start_type:
+            depth, begin = depth + 1, token.start if depth == 0 else begin
+        elif token.type == end_type:
+            depth -= 1
+            if depth == 0:
+                found.append((begin[0], text(begin, token.end)))
+    return found
 
 
 # {expression=} with an optional !conversion and :format in an f-string (not ==, !=, <=, >=).
