@@ -22,7 +22,7 @@ def node_count(opts: LaunchOptions) -> int:
         return opts.nodes
     if opts.hosts:
         try:
-            inventory = selection.inventory_path(opts.inventory)
+            inventory = host_options.inventory_path(opts.inventory)
         except BadInput:
             given = ",".join(opts.hosts)
             raise BadInput(
@@ -31,7 +31,7 @@ def node_count(opts: LaunchOptions) -> int:
                 f"--nodes {len(opts.hosts)} for a job on any {len(opts.hosts)} nodes Slurm picks"
             ) from None
         return len(selection.select(hosts.load(inventory, opts.limit), None, opts.hosts, opts.limit))
-    return len(hosts.load(selection.inventory_path(opts.inventory), opts.limit).hosts)
+    return len(hosts.load(host_options.inventory_path(opts.inventory), opts.limit).hosts)
 
 
 def build(opts: LaunchOptions, argv: list[str]) -> str:

@@ -13,8 +13,6 @@ from gpuprov.errors import BadInput
 # A DNS name, an IPv4 address or an IPv6 one (bare or in brackets): no blanks, quotes or shell characters.
 _ADDRESS = re.compile(r"[A-Za-z0-9_.:%\[\]-]{1,253}")
 
-inventory_path = host_options.inventory_path  # the one default rule; here for launch's modules
-
 
 class HostChoice(Protocol):
     """The options that choose a job's hosts (LaunchOptions, BenchOptions)."""
@@ -31,7 +29,7 @@ class HostChoice(Protocol):
 
 def chosen(opts: HostChoice) -> tuple[hosts.Inventory, list[hosts.Host]]:
     """The inventory (narrowed by --limit) and the hosts --hosts or --nodes pick from it."""
-    inventory = hosts.load(inventory_path(opts.inventory), opts.limit)
+    inventory = hosts.load(host_options.inventory_path(opts.inventory), opts.limit)
     return inventory, select(inventory, opts.nodes, opts.hosts, opts.limit)
 
 

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuprov import console, hosts, interrupts, ssh
+from gpuprov import console, host_options, hosts, interrupts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
-from gpuprov.launch import environments, jobs, launchers, push, sbatch, selection, stream
+from gpuprov.launch import environments, jobs, launchers, push, sbatch, stream
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
 
 CONTROLLER_GROUP = "slurm_controller"
@@ -115,7 +115,7 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
     if opts.dry_run:
         raise BadInput("--dry-run is for SSH launching; --emit-sbatch FILE shows what Slurm would run")
     jobs.check_room()  # before the controller is contacted
-    inventory = hosts.load(selection.inventory_path(opts.inventory))
+    inventory = hosts.load(host_options.inventory_path(opts.inventory))
     controller_host = _inventory_host(inventory, controller_name(inventory.path), "the Slurm controller")
     with _connected(controller_host) as ctl:
         part = default_partition(ctl, controller_host.name)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuprov import hosts
+from gpuprov import host_options, hosts
 from gpuprov.errors import BadInput
 from gpuprov.launch import options, selection
 
@@ -108,12 +108,12 @@ def test_inventory_path_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GPUPROV_INVENTORY", raising=False)
     with pytest.raises(BadInput, match=r"no inventory found: pass -i INVENTORY, set \$GPUPROV_INVENTORY"):
-        selection.inventory_path(None)
+        host_options.inventory_path(None)
     (tmp_path / "inventory.ini").write_text("")
-    assert selection.inventory_path(None) == Path("inventory.ini")
+    assert host_options.inventory_path(None) == Path("inventory.ini")
     monkeypatch.setenv("GPUPROV_INVENTORY", "/from/env.ini")
-    assert selection.inventory_path(None) == Path("/from/env.ini")
-    assert selection.inventory_path(Path("given.ini")) == Path("given.ini")
+    assert host_options.inventory_path(None) == Path("/from/env.ini")
+    assert host_options.inventory_path(Path("given.ini")) == Path("given.ini")
 
 
 def test_select_nodes_and_hosts(inventory: hosts.Inventory) -> None:
