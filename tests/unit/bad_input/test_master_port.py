@@ -248,12 +248,11 @@ def _proc_locks_keeps_a_gone_takers_pid(tmp_path: Path) -> bool:
     out = subprocess.run(
         [sys.executable, "-c", script, str(lock)], capture_output=True, text=True, timeout=10
     )
-    inode = str(lock.stat().st_ino)
-    for line in Path("/proc/locks").read_text().splitlines():
-        words = line.split()
-        if len(words) > 5 and words[1] == "FLOCK" and words[5].rsplit(":", 1)[-1] == inode:
-            return words[4] == out.stdout.strip()
-    return False
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        return str(receive._flock_taker(fd)) == out.stdout.strip()  # receive.py's own reading
+    finally:
+        os.close(fd)
 
 
 def test_a_detached_jobs_holder_is_named_after_its_launch_exited(tmp_path: Path, port: int) -> None:
