@@ -59,6 +59,7 @@ SUMMARIES = [
     Machine("summary-1xRTX5090-570.124.06", "12.8", 1, "NVIDIA GeForce RTX 5090", 32607, True),
     Machine("summary-1xT4-580.105.08", "13.0", 1, "Tesla T4", 15360, True),
     Machine("summary-2xA100-580.126.09", "13.0", 2, "NVIDIA A100-SXM4-40GB", 40960, True),
+    Machine("summary-1xH100-580.159.04", "13.0", 1, "NVIDIA H100 80GB HBM3", 81559, True),
 ]
 
 
@@ -230,6 +231,7 @@ def test_query_gpu_csv_has_the_recorded_header_and_fields(tmp_path: Path) -> Non
 LISTS = [
     Machine("list-2xGPU-570.86.15", "12.8", 2, "NVIDIA TITAN V", 12288, False),
     Machine("list-2xQuadroRTX4000-535.129.03", "12.2", 2, "Quadro RTX 4000", 8192, False),
+    Machine("list-1xH100-580.159.04", "13.0", 1, "NVIDIA H100 80GB HBM3", 81559, True),
 ]
 
 
@@ -261,6 +263,7 @@ FULL = [
     Machine("query-full-1xA40-550.127.05", "12.4", 1, "NVIDIA A40", 46068, True),
     Machine("query-full-pending-remap-A100SXM4-555.42.02", "12.5", 1, "NVIDIA A100-SXM4-80GB", 81920, True),
     Machine("query-full-1xH100SXM-565.57.01", "12.7", 1, "NVIDIA H100 80GB HBM3", 81559, True),
+    Machine("query-full-1xH100-580.159.04", "13.0", 1, "NVIDIA H100 80GB HBM3", 81559, True),
 ]
 HEALTH_SECTIONS = (
     "GPU Link Info",
@@ -301,8 +304,10 @@ def test_query_health_sections_are_laid_out_as_recorded(tmp_path: Path, machine:
         for line in real_block + our_block:
             if ": " in line:
                 assert re.fullmatch(VALUE_FORMS, line.split(": ", 1)[1]), line
-    # The PCI section: the stand-in prints Bus Id and GPU Link Info, which the real one has in that order.
-    assert section(ours, "PCI")[1] == f"{'        Bus Id':<42}: 00000000:18:00.0"
+    # The PCI section: the stand-in prints Bus Id and GPU Link Info, which the real one has in that order,
+    # with the labels padded as far as the recording pads them (to column 42 up to 580.105, 55 in 580.159).
+    width = section(recorded, "PCI")[1].index(": ")
+    assert section(ours, "PCI")[1] == f"{'        Bus Id':<{width}}: 00000000:18:00.0"
     real_pci = labels(section(recorded, "PCI"))
     assert real_pci.index(labels(section(ours, "PCI"))[1]) < real_pci.index("        GPU Link Info")
 

@@ -13,6 +13,16 @@
 DRIVER_VERSION="@VERSION@"
 CUDA_VERSION="@CUDA@"
 PM_STATE=/run/gpuprov-standin/persistence-mode
+# -q pads its labels to column 42 up to 580.105.06 and to column 55 in 580.159.04 (both recorded:
+# tests/recorded/nvidia-smi/SOURCES.md); which release between them widened it is not known, so the wider
+# layout starts at the first release it was seen in.
+# The same recording adds repair and inactive-remap fields to ECC Errors and Remapped Rows.
+LABEL_WIDTH=42
+LAYOUT_580_159=false
+if [ "$(printf '%s\n' 580.159.04 "$DRIVER_VERSION" | sort -V | head -n 1)" = 580.159.04 ]; then
+    LABEL_WIDTH=55
+    LAYOUT_580_159=true
+fi
 . ./gpus-conf.sh
 
 usage() {
@@ -153,20 +163,20 @@ EOF
 }
 
 query_all() {
-    # -q: the real tool's layout (labels padded to column 42), only the fields listed in usage.
+    # -q: the real tool's layout (labels padded to column LABEL_WIDTH), only the fields listed in usage.
     echo
     echo "==============NVSMI LOG=============="
     echo
-    printf '%-42s: %s\n' Timestamp "$(date '+%a %b %e %H:%M:%S %Y')" \
+    printf "%-${LABEL_WIDTH}s: %s\n" Timestamp "$(date '+%a %b %e %H:%M:%S %Y')" \
         "Driver Version" "$DRIVER_VERSION" "CUDA Version" "$CUDA_VERSION"
     echo
-    printf '%-42s: %s\n' "Attached GPUs" "$GPU_COUNT"
+    printf "%-${LABEL_WIDTH}s: %s\n" "Attached GPUs" "$GPU_COUNT"
     first=1
     for i in $(gpu_indices); do
         [ "$first" = 1 ] || echo
         first=0
         echo "GPU $(bus_id "$i")"
-        printf '%-42s: %s\n' "    Product Name" "$GPU_NAME" "    Persistence Mode" "$(persistence_mode)" \
+        printf "%-${LABEL_WIDTH}s: %s\n" "    Product Name" "$GPU_NAME" "    Persistence Mode" "$(persistence_mode)" \
             "    GPU UUID" "$(gpu_uuid "$i")" "    Minor Number" "$i"
         query_health "$i"
     done
@@ -188,43 +198,53 @@ query_health() {
     ecc=0
     listed "$1" "$ECC_UNCORRECTABLE_GPUS" && ecc=1
     echo "    PCI"
-    printf '%-42s: %s\n' "        Bus Id" "$(bus_id "$1")"
+    printf "%-${LABEL_WIDTH}s: %s\n" "        Bus Id" "$(bus_id "$1")"
     echo "        GPU Link Info"
     echo "            PCIe Generation"
-    printf '%-42s: %s\n' "                Max" "$PCIE_GEN" "                Current" "$PCIE_GEN" \
+    printf "%-${LABEL_WIDTH}s: %s\n" "                Max" "$PCIE_GEN" "                Current" "$PCIE_GEN" \
         "                Device Current" "$PCIE_GEN" "                Device Max" "$PCIE_GEN" \
         "                Host Max" "$PCIE_GEN"
     echo "            Link Width"
-    printf '%-42s: %s\n' "                Max" "${PCIE_WIDTH}x" "                Current" "${PCIE_WIDTH}x"
-    printf '%-42s: %s\n' "    Performance State" P0
+    printf "%-${LABEL_WIDTH}s: %s\n" "                Max" "${PCIE_WIDTH}x" "                Current" "${PCIE_WIDTH}x"
+    printf "%-${LABEL_WIDTH}s: %s\n" "    Performance State" P0
     echo "    Clocks Event Reasons"
-    printf '%-42s: %s\n' "        Idle" Active "        Applications Clocks Setting" "Not Active" \
+    printf "%-${LABEL_WIDTH}s: %s\n" "        Idle" Active "        Applications Clocks Setting" "Not Active" \
         "        SW Power Cap" "Not Active" "        HW Slowdown" "Not Active" \
         "            HW Thermal Slowdown" "Not Active" "            HW Power Brake Slowdown" "Not Active" \
         "        Sync Boost" "Not Active" "        SW Thermal Slowdown" "Not Active" \
         "        Display Clock Setting" "Not Active"
     echo "    ECC Mode"
-    printf '%-42s: %s\n' "        Current" Enabled "        Pending" Enabled
+    printf "%-${LABEL_WIDTH}s: %s\n" "        Current" Enabled "        Pending" Enabled
     echo "    ECC Errors"
     for scope in Volatile Aggregate; do
         echo "        $scope"
-        printf '%-42s: %s\n' "            SRAM Correctable" 0 "            SRAM Uncorrectable Parity" 0 \
+        printf "%-${LABEL_WIDTH}s: %s\n" "            SRAM Correctable" 0 "            SRAM Uncorrectable Parity" 0 \
             "            SRAM Uncorrectable SEC-DED" 0 "            DRAM Correctable" 0 \
             "            DRAM Uncorrectable" "$ecc"
     done
-    printf '%-42s: %s\n' "            SRAM Threshold Exceeded" No
+    printf "%-${LABEL_WIDTH}s: %s\n" "            SRAM Threshold Exceeded" No
     echo "        Aggregate Uncorrectable SRAM Sources"
-    printf '%-42s: %s\n' "            SRAM L2" 0 "            SRAM SM" 0 "            SRAM Microcontroller" 0 \
+    printf "%-${LABEL_WIDTH}s: %s\n" "            SRAM L2" 0 "            SRAM SM" 0 "            SRAM Microcontroller" 0 \
         "            SRAM PCIE" 0 "            SRAM Other" 0
+    if "$LAYOUT_580_159"; then
+        printf "%-${LABEL_WIDTH}s: %s\n" "        Channel Repair Pending" No "        TPC Repair Pending" No \
+            "        Unrepairable Memory" No
+    fi
     echo "    Retired Pages"
-    printf '%-42s: %s\n' "        Single Bit ECC" N/A "        Double Bit ECC" N/A \
+    printf "%-${LABEL_WIDTH}s: %s\n" "        Single Bit ECC" N/A "        Double Bit ECC" N/A \
         "        Pending Page Blacklist" N/A
     echo "    Remapped Rows"
-    printf '%-42s: %s\n' "        Correctable Error" 0 "        Uncorrectable Error" "$ecc" \
+    if "$LAYOUT_580_159"; then
+        printf "%-${LABEL_WIDTH}s: %s\n" "        Correctable Error" 0 "        Inactive Correctable Error" 0 \
+            "        Uncorrectable Error" "$ecc" "        Inactive Uncorrectable Error" 0
+    else
+        printf "%-${LABEL_WIDTH}s: %s\n" "        Correctable Error" 0 "        Uncorrectable Error" "$ecc"
+    fi
+    printf "%-${LABEL_WIDTH}s: %s\n" \
         "        Pending" "$(yes_no "$1" "$REMAP_PENDING_GPUS")" \
         "        Remapping Failure Occurred" "$(yes_no "$1" "$REMAP_FAILED_GPUS")"
     echo "        Bank Remap Availability Histogram"
-    printf '%-42s: %s\n' "            Max" "2560 bank(s)" "            High" "0 bank(s)" \
+    printf "%-${LABEL_WIDTH}s: %s\n" "            Max" "2560 bank(s)" "            High" "0 bank(s)" \
         "            Partial" "0 bank(s)" "            Low" "0 bank(s)" "            None" "0 bank(s)"
 }
 
