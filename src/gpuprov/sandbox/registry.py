@@ -147,7 +147,8 @@ def push(local_ref: str, registry: str, repository: str, tag: str, ca_pem: bytes
         digest_file = Path(tmp) / "digest"
         # gzip level 1: the push is mostly compressing 1.2 GB on this machine's 2 cores; level 1 took a fresh
         # `up --containers` from 59 s to 37 s here, and engines read any gzip level.
-        cmd = ["skopeo", "copy", "--quiet", "--dest-compress-level", "1", "--dest-cert-dir", str(certs), "--digestfile", str(digest_file),
+        cmd = ["skopeo", "copy", "--quiet", "--dest-compress-level", "1",
+               "--dest-cert-dir", str(certs), "--digestfile", str(digest_file),
                f"docker-daemon:{local_ref}", f"docker://{target}"]  # fmt: skip
         console.detail("$ " + " ".join(cmd))
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, start_new_session=True)
