@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import json
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,22 +92,14 @@ def _build(spec: ServiceImage, ref: str) -> None:
 
 
 def _import(rootfs: Path, spec: ServiceImage, ref: str, log_path: Path) -> None:
+    """`tar | docker import` as one pipeline that fails when either side does (pipefail), logged."""
     changes = [*spec.changes, f'LABEL {LABEL_SERVICE}="{spec.name}"']
-    cmd = ["docker", "import", *(arg for c in changes for arg in ("--change", c)), "-", ref]
-    console.detail("$ tar -C ROOTFS -c . | " + " ".join(cmd))
+    options = [arg for c in changes for arg in ("--change", c)]
+    pipeline = 'set -o pipefail; tar -C "$1" --numeric-owner -c . | docker import "${@:3}" - "$2"'
     with open(log_path, "a") as log:
-        tar = subprocess.Popen(
-            ["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE, stderr=log
-        )
-        assert tar.stdout is not None
-        try:
-            imported = subprocess.run(cmd, stdin=tar.stdout, capture_output=True, text=True, check=False)
-        finally:
-            tar.stdout.close()  # so that tar gets SIGPIPE if docker import died
-            tar.wait()
-    if imported.returncode != 0 or tar.returncode != 0:
-        why = (imported.stderr.strip() or f"tar exited with {tar.returncode}").splitlines()[-1]
-        raise docker.DockerError(f"'docker import' of sandbox image {ref} failed: {why}")
+        status = images._run_logged(["bash", "-c", pipeline, "import", str(rootfs), ref, *options], log)
+    if status != 0:
+        raise docker.DockerError(f"'docker import' of sandbox image {ref} failed; see {log_path}")
 
 
 def _remove_stale(name: str, keep: str) -> None:
