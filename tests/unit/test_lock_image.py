@@ -158,3 +158,25 @@ def test_the_reference_grammar_accepts_what_registries_serve():
         f"ghcr.io/org/repo@{DIGEST}",
     ):
         assert lock_image.field_problems({"container_image": ref, "container_image_cuda": "cpu"}) == [], ref
+
+
+def test_plain_ansible_playbook_runs_refuse_the_same_through_the_filter_plugin():
+    """validate_inventory_and_lock.yml's first play: one line per problem, naming the hosts with that lock."""
+    import importlib.util
+
+    from gpuprov import resources
+
+    plugin = resources.data_dir("playbooks") / "filter_plugins" / "gpu_stack.py"
+    spec = importlib.util.spec_from_file_location("gpu_stack_filter_for_images", plugin)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    conflicts = module.FilterModule().filters()["gpu_stack_conflicts"]
+    tagged = stack(f"{NGC}:24.05-py3")
+    too_new = stack(f"{NGC}:24.10-py3@{DIGEST}")
+    messages = conflicts({"node1": tagged, "node2": tagged, "node3": too_new}, lock.load_table())
+    assert len(messages) == 2
+    assert messages[0].startswith(
+        f"node1, node2: gpu_stack.container_image {NGC}:24.05-py3 has a tag but no digest"
+    )
+    assert messages[1].startswith("node3: driver_version 550.127.08 cannot run NGC PyTorch 24.10")
