@@ -82,8 +82,14 @@ _name_option = click.option(
     help="Write the inventory for a Slurm cluster: node1 runs slurmctld, every node slurmd "
     "(debian12 nodes only; give it on every `sandbox up` of this sandbox).",
 )
+@click.option(
+    "--containers",
+    is_flag=True,
+    help="Also run an image registry the nodes trust (TLS) and push a PyTorch CPU image to it; the "
+    "inventory names it in gpuprov_sandbox_image (kept on later `sandbox up`s of this sandbox).",
+)
 @_name_option
-def sandbox_up(nodes: int | None, os_list: str | None, name: str, slurm: bool) -> None:
+def sandbox_up(nodes: int | None, os_list: str | None, name: str, slurm: bool, containers: bool) -> None:
     """Start a sandbox (or add nodes to it) and write its inventory."""
     parsed_os = spec.parse_os_list(os_list) if os_list is not None else None
     spec.validate_name(name)
@@ -91,7 +97,7 @@ def sandbox_up(nodes: int | None, os_list: str | None, name: str, slurm: bool) -
         spec.validate_node_count(nodes)
     from gpuprov.sandbox import cluster
 
-    cluster.up(name, nodes, parsed_os, slurm=slurm)
+    cluster.up(name, nodes, parsed_os, slurm=slurm, containers=containers)
 
 
 @sandbox.command("down")

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from gpuprov import lock_image
+
 TABLE_FILE = Path("vars") / "gpu_stack_compat.yml"  # relative to the playbooks directory
 TABLE_KEY = "gpu_stack_compat"
 HOW_TO_ADD = "to add a release, see 'Adding a release to the table' in docs/lock.md"
@@ -66,6 +68,7 @@ def check(gpu_stack: Mapping[str, Any], table: Mapping[str, Any] | None = None) 
         *_cudnn_problems(lock, tbl),
         *_nccl_problems(lock, tbl),
         *_pytorch_problems(lock, tbl),
+        *lock_image.driver_problems(gpu_stack, tbl),
     ]
 
 
@@ -95,7 +98,8 @@ def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
             )
         elif not re.fullmatch(pattern, value):
             problems.append(f"gpu_stack.{name} is {_shown(value)}: it must be {what}")
-    unknown = sorted(str(key) for key in set(gpu_stack) - set(FIELDS))
+    problems += lock_image.field_problems(gpu_stack)
+    unknown = sorted(str(key) for key in set(gpu_stack) - set(FIELDS) - set(lock_image.OPTIONAL_FIELDS))
     if unknown:
         names = ", ".join(_shown(key) if not _SHOWN.fullmatch(key) else key for key in unknown)
         problems.append(f"gpu_stack has unknown fields {names}: the fields are {', '.join(FIELDS)}")

@@ -154,3 +154,12 @@ def first_bootstrap(deb_sandbox: Sandbox) -> BootstrapRun:
     runs = sorted((Path(deb_sandbox.env["GPUPROV_STATE_DIR"]) / "runs").iterdir())
     summary = json.loads((runs[-1] / "summary.json").read_text())
     return BootstrapRun(proc.returncode, proc.stdout, proc.stderr, summary)
+
+
+@pytest.fixture(scope="session")
+def containers_sandbox(sandbox_env: dict[str, str]) -> Iterator[Sandbox]:
+    """Two Debian 12 nodes with `--containers`: the TLS registry they trust and the PyTorch image pushed
+    there, named by digest in the inventory's gpuprov_sandbox_image (built once per machine, then cached)."""
+    sandbox = start_sandbox(unique_name("ctr"), sandbox_env, "--nodes", "2", "--containers")
+    yield sandbox
+    gpuprov("sandbox", "down", "--name", sandbox.name, env=sandbox_env, check=False)

@@ -20,7 +20,17 @@ from pathlib import Path
 
 from gpuprov import console, hosts, interrupts, paths, ssh
 from gpuprov.errors import BadInput, Conflict, GpuprovError
-from gpuprov.sandbox import debian_archive, docker, images, inventory, keys, mirror
+from gpuprov.sandbox import (
+    debian_archive,
+    docker,
+    images,
+    inventory,
+    keys,
+    mirror,
+    pytorch_image,
+    registry,
+    service_images,
+)
 from gpuprov.sandbox.spec import validate_name, validate_node_count
 
 LABEL = "gpuprov.sandbox"
@@ -36,6 +46,11 @@ USER_UID = 1000
 SSH_READY_TIMEOUT_S = 90
 MIRROR_READY_TIMEOUT_S = 30
 ADDRESS_TIMEOUT_S = 20
+# A container engine inside a node sets `--ulimit memlock=-1` for its containers (NCCL, RDMA), which raises
+# a hard limit: only CAP_SYS_RESOURCE may. Docker can grant it only where this machine's own bounding set
+# has it (a build machine that is itself a container may not: then runc fails with "unable to apply caps").
+# Given here, not in images.RUN_ARGS, so the node images keep their content hash (images.py is hashed).
+CAP_SYS_RESOURCE = 24
 
 
 @dataclass(frozen=True)
@@ -236,9 +251,12 @@ class _Rollback:
             shutil.rmtree(self.state_dir, ignore_errors=True)
 
 
-def up(sandbox: str, nodes: int | None, os_list: list[str] | None, slurm: bool = False) -> Path:
+def up(
+    sandbox: str, nodes: int | None, os_list: list[str] | None, slurm: bool = False, containers: bool = False
+) -> Path:
     """Start (or extend) the sandbox and return the path of its inventory; slurm=True writes it for a
-    Slurm cluster (see inventory.render)."""
+    Slurm cluster (see inventory.render); containers=True adds the image registry and the PyTorch image
+    (kept on later `up`s of the same sandbox, with or without it)."""
     validate_name(sandbox)
     if nodes is not None:
         validate_node_count(nodes)
@@ -253,7 +271,9 @@ def up(sandbox: str, nodes: int | None, os_list: list[str] | None, slurm: bool =
         _refuse_foreign(sandbox, "container", container_name(sandbox, f"node{index}"))
     _refuse_foreign(sandbox, "network", network_name(sandbox))
     _refuse_foreign(sandbox, "container", mirror_container_name(sandbox))
+    _refuse_foreign(sandbox, "container", registry.container_name(sandbox))
     _refuse_other_state_dir(sandbox, current, files)
+    containers = containers or docker.inspect("container", registry.container_name(sandbox)) is not None
 
     if not the_plan.add and current and all(node.running for node in current):
         console.info(
@@ -265,11 +285,12 @@ def up(sandbox: str, nodes: int | None, os_list: list[str] | None, slurm: bool =
     os_needed = sorted({os_name for _, os_name in the_plan.add} | {DEFAULT_OS})
     image_refs = {os_name: images.ensure_image(os_name) for os_name in os_needed}
     content = mirror.ensure_mirror_content()
+    torch_image = _container_images(content) if containers else None
 
     rollback = _Rollback(sandbox, new_sandbox=not current and not files.root.exists(), state_dir=files.root)
     try:
         with interrupts.deferred():
-            _bring_up(sandbox, the_plan, files, image_refs, content, rollback, slurm)
+            _bring_up(sandbox, the_plan, files, image_refs, content, rollback, slurm, torch_image)
     except BaseException:
         console.warning(f"sandbox {sandbox!r} did not come up; removing what this run created")
         with interrupts.shielded(), contextlib.suppress(GpuprovError):
@@ -289,6 +310,7 @@ def _bring_up(
     content: mirror.MirrorContent,
     rollback: _Rollback,
     slurm: bool,
+    torch_image: str | None = None,
 ) -> None:
     client = keys.load_or_create_client_key(files.client_key, f"gpuprov-sandbox-{sandbox}")
 
@@ -327,6 +349,7 @@ def _bring_up(
     ssh.values(
         ssh.fan_out(all_nodes, lambda n: _wait_for_ssh(n.name, addresses[n.name], files), max_parallel=8)
     )
+    served = _serve_image(sandbox, files, all_nodes, torch_image, rollback) if torch_image else None
     ctx = inventory.InventoryContext(
         sandbox=sandbox,
         user=USER,
@@ -335,12 +358,38 @@ def _bring_up(
         mirror_url=f"http://{mirror_address}",
         mirror_key_fingerprint=content.key_fingerprint,
         slurm=slurm,
+        registry=served[0] if served else None,
+        sandbox_image=served[1] if served else None,
     )
     entries = [inventory.NodeEntry(n.name, addresses[n.name], n.os_name) for n in all_nodes]
     inventory.write_atomic(files.lock, inventory.render_lock())
     inventory.write_atomic(files.inventory, inventory.render(entries, ctx))
     for entry in entries:
         console.info(f"  {entry.name:<8} {entry.os_name:<12} {entry.address}")
+
+
+def _container_images(content: mirror.MirrorContent) -> str:
+    """Build (once per machine) the registry's and the PyTorch image, and make sure skopeo is here: caches,
+    so they come before anything an interrupt would have to undo. Returns the PyTorch image's local ref."""
+    service_images.ensure(registry.IMAGE)
+    registry.ensure_push_tool()
+    return service_images.ensure(pytorch_image.spec(content))
+
+
+def _serve_image(
+    sandbox: str, files: SandboxFiles, nodes: list[Node], torch_image: str, rollback: _Rollback
+) -> tuple[str, str]:
+    """Run the registry, make every node trust it, push the PyTorch image; (registry, image by digest)."""
+    labels = [f"{LABEL}={sandbox}", f"{ROLE_LABEL}=registry", _state_label(files)]
+    address, ca_pem = registry.ensure_running(
+        sandbox, network_name(sandbox), labels, files.root / "registry", rollback.containers
+    )
+    ssh.values(
+        ssh.fan_out(nodes, lambda n: registry.trust_on_node(n.container, address, ca_pem), max_parallel=8)
+    )
+    tag = pytorch_image.tag(torch_image)
+    digest = registry.push(torch_image, address, pytorch_image.REPOSITORY, tag, ca_pem)
+    return address, f"{address}/{pytorch_image.REPOSITORY}:{tag}@{digest}"
 
 
 def _state_label(files: SandboxFiles) -> str:
@@ -378,6 +427,14 @@ def _ensure_mirror(
     return address
 
 
+def node_capabilities(status: Path = Path("/proc/self/status")) -> tuple[str, ...]:
+    """The capabilities nodes get beyond images.RUN_ARGS: CAP_SYS_RESOURCE where this machine can grant it."""
+    bounding = next(
+        (line.split()[1] for line in status.read_text().splitlines() if line.startswith("CapBnd:")), "0"
+    )
+    return ("--cap-add", "SYS_RESOURCE") if int(bounding, 16) >> CAP_SYS_RESOURCE & 1 else ()
+
+
 def _create_node(
     sandbox: str,
     index: int,
@@ -395,7 +452,7 @@ def _create_node(
         "create", "--name", name, "--hostname", node,
         "--label", f"{LABEL}={sandbox}", "--label", f"{ROLE_LABEL}=node", "--label", f"{OS_LABEL}={os_name}",
         "--label", _state_label(files),
-        "--network", network_name(sandbox), *images.RUN_ARGS, image,
+        "--network", network_name(sandbox), *images.RUN_ARGS, *node_capabilities(), image,
     )  # fmt: skip
     host_key = keys.generate(f"root@{node}")
     extra: dict[str, bytes] = {}

@@ -30,6 +30,8 @@ class InventoryContext:
     mirror_url: str
     mirror_key_fingerprint: str
     slurm: bool = False
+    registry: str | None = None  # host:port of the sandbox's image registry (`sandbox up --containers`)
+    sandbox_image: str | None = None  # the PyTorch image there, by digest
 
 
 def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
@@ -95,7 +97,15 @@ def _node_vars(ctx: InventoryContext) -> list[str]:
         f"python_env_pip_trusted_hosts={[urllib.parse.urlsplit(ctx.mirror_url).hostname]!r}",
         f"python_env_conda_installer_url={ctx.mirror_url}/conda/{standins.CONDA_INSTALLER_NAME}",
         f"python_env_conda_installer_sha256={standins.conda_installer_sha256()}",
+        *_image_vars(ctx),
     ]
+
+
+def _image_vars(ctx: InventoryContext) -> list[str]:
+    """With `sandbox up --containers`: the registry the nodes trust and the PyTorch image it serves."""
+    if not (ctx.registry and ctx.sandbox_image):
+        return []
+    return [f"gpuprov_sandbox_registry={ctx.registry}", f"gpuprov_sandbox_image={ctx.sandbox_image}"]
 
 
 # The sandbox's compatibility lock, kept once in playbooks/vars/sandbox_lock.yml (the Molecule scenarios

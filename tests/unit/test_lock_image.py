@@ -1,0 +1,182 @@
+"""The lock's optional container image: its rows, and what the check refuses (gpuprov/lock_image.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuprov import lock, lock_image
+from gpuprov.sandbox.inventory import SANDBOX_LOCK
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+NGC = "nvcr.io/nvidia/pytorch"
+
+
+def stack(image: object, cuda: object = None, **changes: str) -> dict[str, object]:
+    result: dict[str, object] = {**SANDBOX_LOCK, **changes, "container_image": image}
+    if cuda is not None:
+        result["container_image_cuda"] = cuda
+    return result
+
+
+def test_every_ngc_row_is_well_formed_and_sourced():
+    table = lock.load_table()
+    rows = table[lock_image.NGC_KEY]
+    assert [r["release"] for r in rows] == sorted(r["release"] for r in rows)
+    for row in rows:
+        assert row["source"].startswith("https://docs.nvidia.com/"), row
+        assert lock_image._CUDA.fullmatch(row["cuda"]) and row["cuda"] != "cpu", row
+        assert row["min_driver"].isdigit(), row
+        for branch, minimum in row["forward_compatible"].items():
+            assert minimum.split(".")[0] == branch and int(branch) <= int(row["min_driver"]), row
+
+
+def test_a_lock_without_an_image_is_unchanged():
+    assert lock.check(SANDBOX_LOCK) == []
+
+
+@pytest.mark.parametrize("release", ["24.05", "24.06"])
+def test_an_ngc_release_the_locked_driver_runs_fits(release: str):
+    assert lock.check(stack(f"{NGC}:{release}-py3@{DIGEST}")) == []
+
+
+def test_an_ngc_release_that_needs_a_newer_driver_is_refused_in_one_line_naming_what_fits():
+    problems = lock.check(stack(f"{NGC}:24.10-py3@{DIGEST}"))
+    assert problems == [
+        "driver_version 550.127.08 cannot run NGC PyTorch 24.10 (CUDA 12.6.2): it needs driver branch 560 or "
+        "later; NGC PyTorch releases that run on 550.127.08: 24.05, 24.06"
+    ]
+
+
+def test_forward_compatibility_lets_an_older_data_center_branch_run_a_newer_image():
+    row = {"release": "24.05", "cuda": "12.4.1", "min_driver": "545", "forward_compatible": {"535": "535.86"}}
+    assert lock_image.runs_on(row, "535.216.03")
+    assert not lock_image.runs_on(row, "535.54.03")  # older than the stated 535.86
+    assert not lock_image.runs_on(row, "530.30.02")  # a branch that is not listed
+    assert lock_image.runs_on(row, "550.127.08")
+
+
+def test_forward_compatibility_is_what_lets_the_table_s_r535_drivers_run_24_05():
+    image = f"{NGC}:24.05-py3@{DIGEST}"
+    on_535 = stack(image, driver_branch="535", driver_version="535.104.05", cuda_version="12.2.2")
+    on_535 |= {"cudnn_version": "8.9.7.29", "nccl_version": "2.19.3", "pytorch_version": "2.5.1"}
+    assert lock.check(on_535) == []
+
+
+def test_the_forward_compatible_branches_are_named_when_refused():
+    table = {
+        "ngc_pytorch": [
+            {
+                "release": "24.05",
+                "cuda": "12.4.1",
+                "min_driver": "545",
+                "forward_compatible": {"535": "535.86"},
+            }
+        ]
+    }
+    problems = lock_image.driver_problems(
+        stack(f"{NGC}:24.05-py3@{DIGEST}", driver_version="535.54.03"), table
+    )
+    assert problems == [
+        "driver_version 535.54.03 cannot run NGC PyTorch 24.05 (CUDA 12.4.1): it needs driver branch 545 or "
+        "later, or on data-center GPUs 535.86 (or later R535) through forward compatibility; NGC PyTorch "
+        "releases that run on 535.54.03: none in the table"
+    ]
+
+
+def test_an_unlisted_ngc_release_is_refused_with_the_listed_ones():
+    (problem,) = lock.check(stack(f"{NGC}:25.01-py3@{DIGEST}"))
+    assert problem.startswith("container_image is NGC PyTorch 25.01, which gpuprov's table does not list")
+    assert "24.05, 24.06, 24.10, 25.12" in problem
+
+
+@pytest.mark.parametrize("image", [f"{NGC}:25.01-py3", "registry.example:5000/team/train:v3", "team/train"])
+def test_a_tag_without_a_digest_is_refused(image: str):
+    (problem,) = lock.check(stack(image, cuda="cpu"))
+    assert f"gpu_stack.container_image {image} has a tag but no digest" in problem
+    assert "append @sha256:<digest>" in problem
+
+
+@pytest.mark.parametrize(
+    "image",
+    [f"{NGC}:25.01-py3@sha256:abc", f"{NGC}@md5:{'0' * 32}", f"{NGC}@sha256:{'A' * 64}"],
+)
+def test_a_digest_that_is_not_sha256_is_refused(image: str):
+    (problem,) = lock.check(stack(image, cuda="cpu"))
+    assert "digest is not sha256:<64 lower-case hex digits>" in problem
+
+
+@pytest.mark.parametrize(
+    "image", ["team/UPPER@" + DIGEST, "has space", "{{ lookup('env', 'X') }}", 42, ["x"]]
+)
+def test_what_is_not_a_reference_is_refused_and_not_echoed_unless_it_looks_like_one(image: object):
+    (problem,) = lock.check(stack(image, cuda="cpu"))
+    assert problem.startswith("gpu_stack.container_image is "), problem
+    assert "lookup" not in problem and "has space" not in problem
+
+
+def test_an_own_image_needs_its_cuda_stated():
+    (problem,) = lock.check(stack(f"registry.example:5000/team/train@{DIGEST}"))
+    assert "cannot look up its CUDA: set container_image_cuda" in problem
+
+
+def test_an_own_image_is_checked_against_its_stated_cuda():
+    image = f"registry.example:5000/team/train:v3@{DIGEST}"
+    assert lock.check(stack(image, cuda="12.4.1")) == []
+    assert lock.check(stack(image, cuda="cpu")) == []
+    (problem,) = lock.check(stack(image, cuda="12.8.1"))
+    assert problem == (
+        "driver_version 550.127.08 cannot run container_image: its CUDA 12.8.1 needs driver >= 570.124.06; "
+        "lock a newer driver or an image built on an older CUDA"
+    )
+    (unlisted,) = lock.check(stack(image, cuda="12.5.0"))
+    assert "container_image_cuda 12.5.0 is not in gpuprov's compatibility table" in unlisted
+
+
+def test_a_stated_cuda_that_contradicts_the_ngc_row_is_refused():
+    (problem,) = lock.check(stack(f"{NGC}:24.05-py3@{DIGEST}", cuda="12.6.2"))
+    assert "contradicts NGC PyTorch 24.05, which is built on CUDA 12.4.1" in problem
+
+
+@pytest.mark.parametrize("cuda", ["12.4", 12.4, "cu124"])
+def test_a_malformed_image_cuda_is_refused(cuda: object):
+    (problem,) = lock.check(stack(f"registry.example/team/train@{DIGEST}", cuda=cuda))
+    assert problem.startswith("gpu_stack.container_image_cuda is ")
+
+
+def test_an_image_cuda_without_an_image_is_refused():
+    bare = {**SANDBOX_LOCK, "container_image_cuda": "12.4.1"}
+    assert lock.check(bare) == [
+        "gpu_stack.container_image_cuda is set without container_image: set both, or neither"
+    ]
+
+
+def test_the_reference_grammar_accepts_what_registries_serve():
+    for ref in (
+        f"{NGC}:24.05-py3@{DIGEST}",
+        f"172.18.0.3:5000/gpuprov/pytorch-cpu:2.13.0@{DIGEST}",
+        f"localhost/a__b/c-d.e@{DIGEST}",
+        f"ghcr.io/org/repo@{DIGEST}",
+    ):
+        assert lock_image.field_problems({"container_image": ref, "container_image_cuda": "cpu"}) == [], ref
+
+
+def test_plain_ansible_playbook_runs_refuse_the_same_through_the_filter_plugin():
+    """validate_inventory_and_lock.yml's first play: one line per problem, naming the hosts with that lock."""
+    import importlib.util
+
+    from gpuprov import resources
+
+    plugin = resources.data_dir("playbooks") / "filter_plugins" / "gpu_stack.py"
+    spec = importlib.util.spec_from_file_location("gpu_stack_filter_for_images", plugin)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    conflicts = module.FilterModule().filters()["gpu_stack_conflicts"]
+    tagged = stack(f"{NGC}:24.05-py3")
+    too_new = stack(f"{NGC}:24.10-py3@{DIGEST}")
+    messages = conflicts({"node1": tagged, "node2": tagged, "node3": too_new}, lock.load_table())
+    assert len(messages) == 2
+    assert messages[0].startswith(
+        f"node1, node2: gpu_stack.container_image {NGC}:24.05-py3 has a tag but no digest"
+    )
+    assert messages[1].startswith("node3: driver_version 550.127.08 cannot run NGC PyTorch 24.10")
