@@ -7,6 +7,7 @@ HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points
     cuda/repos/{rhel8,rhel9}/x86_64/                                  rpm repositories, signed rpms and repomd
     cuda/repos/*/x86_64/<keyid>.pub                                   the public key, as NVIDIA's 3bf863cc.pub
     keys/gpuprov-sandbox.asc                                          the same key
+    libnvidia-container/stable/{deb/amd64,rpm/x86_64}/, .../gpgkey    the container toolkit's repository
     pypi/simple/, pypi/wheels/                                        PEP 503 index: CPU torch, its deps, uv
     conda/Miniforge3-*.sh                                             stand-in Miniforge installer (+ .sha256)
     debian/                                                           real Debian 12 packages (Slurm, munge),
@@ -53,6 +54,7 @@ from gpuprov.sandbox.standins.keyring import cuda_keyring
 APT_REPOS = ("debian12", "ubuntu2004", "ubuntu2204", "ubuntu2404")
 RPM_REPOS = ("rhel8", "rhel9")
 ARCH_DIR = "x86_64"
+TOOLKIT_DIR = "libnvidia-container"
 KEY_FILE = "keys/gpuprov-sandbox.asc"
 KEY_UID = "gpuprov sandbox mirror (stand-in for NVIDIA CUDA repository)"
 MAINTAINER = "gpuprov sandbox <sandbox@gpuprov.invalid>"
@@ -298,6 +300,7 @@ def _build_repositories(
             builds.append(pool.submit(_rpm_repository, _repo_dir(out, repo), repo, files, carried, key))
         for build in builds:
             build.result()  # raises what the build of that repository raised
+        _toolkit_repositories(out / TOOLKIT_DIR, catalogue, deb_files, rpm_files, key)
     _publish_key(out, key)
 
 
@@ -719,6 +722,44 @@ def _rpm_repository(
     _run(["modifyrepo_c", "--mdtype", "modules", str(modules), str(repo_dir / "repodata")])
     repomd = repo_dir / "repodata" / "repomd.xml"
     _sign(key, "--armor", "--detach-sign", "--output", f"{repomd}.asc", str(repomd))
+
+
+# --------------------------------------------------------------------------------------------------------
+# NVIDIA's libnvidia-container repository (the container toolkit's own)
+
+
+def _toolkit_repositories(
+    root: Path,
+    catalogue: Catalogue,
+    deb_files: Mapping[tuple[str, str], Path],
+    rpm_files: Mapping[tuple[str, str], Path],
+    key: SigningKey,
+) -> None:
+    """The toolkit's stand-ins where nvidia.github.io/libnvidia-container has NVIDIA's packages: a flat apt
+    repository stable/deb/amd64/, an rpm repository with signed metadata stable/rpm/x86_64/ (NVIDIA's .repo:
+    repo_gpgcheck=1), and the signing key at gpgkey."""
+    debs = [
+        deb_files[(p.name, p.evr)]
+        for t in catalogue.container_toolkit
+        for p in standins.container_toolkit(t, Format.DEB)
+    ]
+    rpms = [
+        rpm_files[(p.name, p.evr)]
+        for t in catalogue.container_toolkit
+        for p in standins.container_toolkit(t, Format.RPM)
+    ]
+    origin = (
+        "NVIDIA",
+        "libnvidia-container",
+        "gpuprov sandbox stand-in for NVIDIA's libnvidia-container repository",
+    )
+    _apt_repository(root / "stable" / "deb" / "amd64", "stable", debs, key, origin)
+    rpm_dir = root / "stable" / "rpm" / ARCH_DIR
+    _link_all(rpms, rpm_dir)
+    _run(["createrepo_c", "--quiet", "--workers", "1", str(rpm_dir)])
+    repomd = rpm_dir / "repodata" / "repomd.xml"
+    _sign(key, "--armor", "--detach-sign", "--output", f"{repomd}.asc", str(repomd))
+    (root / "gpgkey").write_text(_gpg(key.home, "--armor", "--export", key.fingerprint).stdout)
 
 
 # --------------------------------------------------------------------------------------------------------
