@@ -8,6 +8,7 @@ HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points
     cuda/repos/*/x86_64/<keyid>.pub                                   the public key, as NVIDIA's 3bf863cc.pub
     keys/gpuprov-sandbox.asc                                          the same key
     libnvidia-container/stable/{deb/amd64,rpm/x86_64}/, .../gpgkey    the container toolkit's repository
+    rocky/9/AppStream/x86_64/os/                                      stand-in podman rpm for rocky9 nodes
     pypi/simple/, pypi/wheels/                                        PEP 503 index: CPU torch, its deps, uv
     conda/Miniforge3-*.sh                                             stand-in Miniforge installer (+ .sha256)
     debian/                                                           real Debian 12 packages (Slurm, munge),
@@ -44,7 +45,7 @@ from pathlib import Path
 
 from gpuprov import console, hosttools, lock, paths
 from gpuprov.errors import EnvironmentProblem, GpuprovError
-from gpuprov.sandbox import debian_archive, docker, rpm_modules, standins
+from gpuprov.sandbox import debian_archive, docker, rocky_podman, rpm_modules, standins
 from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Format, Package, Pin
 from gpuprov.sandbox.standins.keyring import cuda_keyring
 
@@ -189,13 +190,14 @@ def content_hash(
 
 
 def builder_sources() -> list[tuple[str, Path]]:
-    """This module, rpm_modules, debian_archive and every file of the stand-ins package (its modules, the
-    programs they install)."""
+    """This module, rpm_modules, debian_archive, rocky_podman and every file of the stand-ins package (its
+    modules, the programs they install)."""
     files = sorted(p for p in STANDINS_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     return [
         ("mirror.py", Path(__file__)),
         ("rpm_modules.py", Path(rpm_modules.__file__)),
         ("debian_archive.py", Path(debian_archive.__file__)),
+        ("rocky_podman.py", Path(rocky_podman.__file__)),
         *((f"standins/{p.relative_to(STANDINS_DIR).as_posix()}", p) for p in files),
     ]
 
@@ -243,6 +245,7 @@ def _build(
             _build_repositories(catalogue, repositories, work / "staging", out, key)
             _write_conda(out / "conda")
             _write_debian(out / debian_archive.REPO_DIR, work / "debian-debs", key)
+            _write_rocky_podman(out / rocky_podman.REPO_DIR, work / "debian-debs", work / "rocky-podman", key)
             if download is not None:
                 _write_pypi(out / "pypi", download.result())
         shutil.rmtree(work / "staging")
@@ -771,6 +774,17 @@ def _write_debian(repo_dir: Path, downloads: Path, key: SigningKey) -> None:
     debs = debian_archive.download(downloads)
     origin = (debian_archive.ORIGIN, debian_archive.LABEL, debian_archive.DESCRIPTION)
     _apt_repository(repo_dir, debian_archive.SUITE, debs, key, origin)
+
+
+def _write_rocky_podman(repo_dir: Path, debs: Path, staging: Path, key: SigningKey) -> None:
+    """The rocky-like nodes' podman (gpuprov.sandbox.rocky_podman), signed, with signed metadata."""
+    staging.mkdir()
+    rpm = _build_rpm(rocky_podman.podman_package(sorted(debs.glob("*.deb"))), staging, staging)
+    _sign_rpms([rpm], key)
+    _link_all([rpm], repo_dir)
+    _run(["createrepo_c", "--quiet", "--workers", "1", str(repo_dir)])
+    repomd = repo_dir / "repodata" / "repomd.xml"
+    _sign(key, "--armor", "--detach-sign", "--output", f"{repomd}.asc", str(repomd))
 
 
 # --------------------------------------------------------------------------------------------------------
