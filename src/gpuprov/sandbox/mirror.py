@@ -757,11 +757,7 @@ def _toolkit_repositories(
         "gpuprov sandbox stand-in for NVIDIA's libnvidia-container repository",
     )
     _apt_repository(root / "stable" / "deb" / "amd64", "stable", debs, key, origin)
-    rpm_dir = root / "stable" / "rpm" / ARCH_DIR
-    _link_all(rpms, rpm_dir)
-    _run(["createrepo_c", "--quiet", "--workers", "1", str(rpm_dir)])
-    repomd = rpm_dir / "repodata" / "repomd.xml"
-    _sign(key, "--armor", "--detach-sign", "--output", f"{repomd}.asc", str(repomd))
+    _plain_rpm_repository(root / "stable" / "rpm" / ARCH_DIR, rpms, key)
     (root / "gpgkey").write_text(_gpg(key.home, "--armor", "--export", key.fingerprint).stdout)
 
 
@@ -781,7 +777,12 @@ def _write_rocky_podman(repo_dir: Path, debs: Path, staging: Path, key: SigningK
     staging.mkdir()
     rpm = _build_rpm(rocky_podman.podman_package(sorted(debs.glob("*.deb"))), staging, staging)
     _sign_rpms([rpm], key)
-    _link_all([rpm], repo_dir)
+    _plain_rpm_repository(repo_dir, [rpm], key)
+
+
+def _plain_rpm_repository(repo_dir: Path, rpms: Sequence[Path], key: SigningKey) -> None:
+    """An rpm repository without module metadata, its repomd.xml signed (for repo_gpgcheck)."""
+    _link_all(rpms, repo_dir)
     _run(["createrepo_c", "--quiet", "--workers", "1", str(repo_dir)])
     repomd = repo_dir / "repodata" / "repomd.xml"
     _sign(key, "--armor", "--detach-sign", "--output", f"{repomd}.asc", str(repomd))

@@ -81,15 +81,3 @@ def _installed_path(path: str) -> str:
         if path.startswith(prefix):
             return merged + path[len(prefix) :]
     return path
-
-
-def node_repo_file(base_url: str) -> str:
-    """The dnf repository file for a rocky-like node (what Rocky's rocky.repo names `appstream`)."""
-    return (
-        "[appstream]\n"
-        "name=Rocky Linux 9 - AppStream (gpuprov sandbox stand-in)\n"
-        f"baseurl={base_url}/{REPO_DIR}/\n"
-        "gpgcheck=1\n"
-        "repo_gpgcheck=1\n"
-        "enabled=1\n"
-    )

@@ -19,7 +19,9 @@ RELEASE = ContainerToolkitRelease("1.18.0")
 
 
 def _files(fmt: Format) -> dict[str, bytes]:
-    return {e.path: e.content for p in container_toolkit(RELEASE, fmt) for e in p.entries if isinstance(e, File)}
+    return {
+        e.path: e.content for p in container_toolkit(RELEASE, fmt) for e in p.entries if isinstance(e, File)
+    }
 
 
 @pytest.mark.parametrize("unit", ["nvidia-cdi-refresh.service", "nvidia-cdi-refresh.path"])
@@ -31,7 +33,9 @@ def test_cdi_refresh_units_are_nvidias(unit: str, fmt: Format) -> None:
 
 
 def test_older_toolkits_have_no_refresh_units() -> None:
-    files = {e.path for p in container_toolkit(ContainerToolkitRelease("1.17.3"), Format.DEB) for e in p.entries}
+    files = {
+        e.path for p in container_toolkit(ContainerToolkitRelease("1.17.3"), Format.DEB) for e in p.entries
+    }
     assert not any("nvidia-cdi-refresh" in path for path in files)
 
 
