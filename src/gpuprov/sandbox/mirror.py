@@ -773,11 +773,13 @@ def _write_debian(repo_dir: Path, downloads: Path, key: SigningKey) -> None:
 
 
 def _write_rocky_podman(repo_dir: Path, debs: Path, staging: Path, key: SigningKey) -> None:
-    """The rocky-like nodes' podman (gpuprov.sandbox.rocky_podman), signed, with signed metadata."""
+    """The rocky-like nodes' podman and runc (gpuprov.sandbox.rocky_podman), signed, with signed metadata."""
     staging.mkdir()
-    rpm = _build_rpm(rocky_podman.podman_package(sorted(debs.glob("*.deb"))), staging, staging)
-    _sign_rpms([rpm], key)
-    _plain_rpm_repository(repo_dir, [rpm], key)
+    downloaded = sorted(debs.glob("*.deb"))
+    packages = (rocky_podman.podman_package(downloaded), rocky_podman.runc_package(downloaded))
+    rpms = [_build_rpm(package, staging, staging) for package in packages]
+    _sign_rpms(rpms, key)
+    _plain_rpm_repository(repo_dir, rpms, key)
 
 
 def _plain_rpm_repository(repo_dir: Path, rpms: Sequence[Path], key: SigningKey) -> None:

@@ -4,7 +4,9 @@ The rocky-like node is Debian 12's rootfs with Debian's dnf and rpm and an empty
 (gpuprov.sandbox.images), so Rocky's own podman binaries (built for Rocky's libraries) would not run there.
 The stand-in is one rpm with Rocky's name and version string that carries Debian 12's real podman 4.3.1 and
 what it needs on top of that rootfs, unchanged: the files of the Debian packages of ROCKY_NODE_ADDS. It is
-served as the mirror's `rocky/9/AppStream/x86_64/os/` repository, where Rocky serves AppStream.
+served as the mirror's `rocky/9/AppStream/x86_64/os/` repository, where Rocky serves AppStream, next to
+a `runc` rpm carrying Debian's runc (Rocky's AppStream has runc as a package of its own, podman's default
+runtime on EL9 being crun).
 
 Recorded facts:
 - Rocky Linux 9.4's AppStream podman is `podman-4:4.9.4-13.el9_4` (Rocky Linux security advisory
@@ -26,6 +28,7 @@ from pathlib import Path
 from gpuprov.sandbox.standins import Entry, File, Format, Link, Package
 
 EPOCH, VERSION, RELEASE = 4, "4.9.4", "13.el9_4"
+RUNC_VERSION = ("1.1.5", "1.gpuprov_sandbox")  # Debian 12's runc 1.1.5+ds1-1+deb12u1, carried unchanged
 REPO_DIR = "rocky/9/AppStream/x86_64/os"
 ROCKY_NODE_ADDS: tuple[str, ...] = (
     "podman", "conmon", "golang-github-containers-common", "golang-github-containers-image",
@@ -45,9 +48,29 @@ _ALTERNATIVES = (
 
 
 def podman_package(debs: Sequence[Path]) -> Package:
-    """The stand-in rpm from the .debs among `debs` whose package is in ROCKY_NODE_ADDS."""
-    chosen = [d for d in debs if d.name.split("_", 1)[0] in ROCKY_NODE_ADDS]
-    missing = set(ROCKY_NODE_ADDS) - {d.name.split("_", 1)[0] for d in chosen}
+    """The stand-in podman rpm from the .debs of ROCKY_NODE_ADDS among `debs`, runc left to runc_package."""
+    names = tuple(n for n in ROCKY_NODE_ADDS if n != "runc")
+    summary = "Rocky 9's podman name and version carrying Debian 12's podman 4.3.1 and its dependencies"
+    return _package_from_debs(debs, names, "podman", (EPOCH, VERSION, RELEASE), summary, _ALTERNATIVES)
+
+
+def runc_package(debs: Sequence[Path]) -> Package:
+    """Debian 12's runc as an rpm of the same name, for `container_runtime_oci_runtime: runc`. No Rocky 9
+    runc version was recorded, so it carries Debian's version (RUNC_VERSION) with a sandbox release."""
+    summary = "Debian 12's runc 1.1.5 as an rpm (no Rocky version string recorded)"
+    return _package_from_debs(debs, ("runc",), "runc", (0, *RUNC_VERSION), summary, ())
+
+
+def _package_from_debs(
+    debs: Sequence[Path],
+    names: tuple[str, ...],
+    name: str,
+    evr: tuple[int, str, str],
+    summary: str,
+    extra: tuple[Link, ...],
+) -> Package:
+    chosen = [d for d in debs if d.name.split("_", 1)[0] in names]
+    missing = set(names) - {d.name.split("_", 1)[0] for d in chosen}
     if missing:
         raise ValueError(f"the Debian packages {', '.join(sorted(missing))} were not downloaded")
     entries: dict[str, Entry] = {}
@@ -56,23 +79,24 @@ def podman_package(debs: Sequence[Path]) -> Package:
         for deb in chosen:
             subprocess.run(["dpkg-deb", "-x", str(deb), str(tree)], check=True)
         for path in sorted(tree.rglob("*")):
-            name = _installed_path("/" + str(path.relative_to(tree)))
-            if (path.is_dir() and not path.is_symlink()) or name.startswith(_SKIPPED):
+            installed = _installed_path("/" + str(path.relative_to(tree)))
+            if (path.is_dir() and not path.is_symlink()) or installed.startswith(_SKIPPED):
                 continue
             if path.is_symlink():
-                entries[name] = Link(name, str(path.readlink()))
+                entries[installed] = Link(installed, str(path.readlink()))
             else:
-                entries[name] = File(name, path.read_bytes(), path.stat().st_mode & 0o7777)
-    for link in _ALTERNATIVES:
+                entries[installed] = File(installed, path.read_bytes(), path.stat().st_mode & 0o7777)
+    for link in extra:
         entries.setdefault(link.path, link)
+    epoch, version, release = evr
     return Package(
         format=Format.RPM,
-        name="podman",
-        version=VERSION,
-        release=RELEASE,
-        summary="Rocky 9's podman name and version carrying Debian 12's podman 4.3.1 and its dependencies",
+        name=name,
+        version=version,
+        release=release,
+        summary=summary,
         entries=tuple(entries.values()),
-        epoch=EPOCH,
+        epoch=epoch,
     )
 
 

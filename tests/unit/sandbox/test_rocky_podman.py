@@ -49,3 +49,12 @@ def test_the_package_carries_the_debs_files_under_usr(tmp_path: Path) -> None:
 def test_a_missing_debian_package_is_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="conmon"):
         rocky_podman.podman_package([_deb(tmp_path, "podman", {"/usr/bin/podman": "x"})])
+
+
+def test_runc_is_a_package_of_its_own(tmp_path: Path) -> None:
+    debs = [_deb(tmp_path, name, {f"/usr/sbin/{name}": name}) for name in rocky_podman.ROCKY_NODE_ADDS]
+    podman = {entry.path for entry in rocky_podman.podman_package(debs).entries}
+    runc = rocky_podman.runc_package(debs)
+    assert "/usr/sbin/runc" not in podman
+    assert [entry.path for entry in runc.entries] == ["/usr/sbin/runc"]
+    assert (runc.name, runc.evr) == ("runc", "1.1.5-1.gpuprov_sandbox")
