@@ -33,6 +33,12 @@ FIELDS: dict[str, tuple[str, str]] = {
     "pytorch_cuda_tag": (r"cpu|cu\d{3,}", 'a PyTorch wheel tag such as "cu124" or "cpu"'),
 }
 
+# Fields a lock may leave out: each belongs to a role that is off by default and refuses to run without it.
+OPTIONAL_FIELDS: dict[str, tuple[str, str]] = {
+    # NVIDIA Container Toolkit, for the container_runtime role (container_runtime_enabled).
+    "container_toolkit_version": (r"\d+\.\d+\.\d+", 'a toolkit release such as "1.18.0"'),
+}
+
 
 def table_path() -> Path:
     """The table shipped with gpuprov (in the checkout or the installed wheel)."""
@@ -86,7 +92,9 @@ def _shown(value: Any) -> str:
 
 def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
     problems = []
-    for name, (pattern, what) in FIELDS.items():
+    for name, (pattern, what) in {**FIELDS, **OPTIONAL_FIELDS}.items():
+        if name in OPTIONAL_FIELDS and name not in gpu_stack:
+            continue
         value = gpu_stack.get(name)
         if value is None or value == "":
             problems.append(f"gpu_stack.{name} is not set: set it to {what}")
@@ -99,7 +107,8 @@ def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
         elif not re.fullmatch(pattern, value):
             problems.append(f"gpu_stack.{name} is {_shown(value)}: it must be {what}")
     problems += lock_image.field_problems(gpu_stack)
-    unknown = sorted(str(key) for key in set(gpu_stack) - set(FIELDS) - set(lock_image.OPTIONAL_FIELDS))
+    known = set(FIELDS) | set(OPTIONAL_FIELDS) | set(lock_image.OPTIONAL_FIELDS)
+    unknown = sorted(str(key) for key in set(gpu_stack) - known)
     if unknown:
         names = ", ".join(_shown(key) if not _SHOWN.fullmatch(key) else key for key in unknown)
         problems.append(f"gpu_stack has unknown fields {names}: the fields are {', '.join(FIELDS)}")

@@ -24,7 +24,12 @@ from gpuprov.errors import EnvironmentProblem
 
 # The packages the slurm role installs on Debian 12 (roles/slurm/vars/Debian.yml); the repository holds
 # them and their whole dependency closure, so it does not depend on what a node image happens to contain.
-PACKAGES: tuple[str, ...] = ("slurmctld", "slurmd", "slurm-client", "munge")
+PACKAGES: tuple[str, ...] = (
+    "slurmctld", "slurmd", "slurm-client", "munge",
+    # The container_runtime role's engines (roles/container_runtime/vars/Debian.yml) and runc, the OCI
+    # runtime a nested engine needs (crun fails on the build machine's hybrid cgroups).
+    "docker.io", "podman", "runc",
+)  # fmt: skip
 REPO_DIR = "debian"
 PURPOSE = "copying Debian packages for the sandbox"
 SUITE = "bookworm"

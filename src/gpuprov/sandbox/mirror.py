@@ -7,6 +7,8 @@ HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points
     cuda/repos/{rhel8,rhel9}/x86_64/                                  rpm repositories, signed rpms and repomd
     cuda/repos/*/x86_64/<keyid>.pub                                   the public key, as NVIDIA's 3bf863cc.pub
     keys/gpuprov-sandbox.asc                                          the same key
+    libnvidia-container/stable/{deb/amd64,rpm/x86_64}/, .../gpgkey    the container toolkit's repository
+    rocky/9/AppStream/x86_64/os/                                      stand-in podman rpm for rocky9 nodes
     pypi/simple/, pypi/wheels/                                        PEP 503 index: CPU torch, its deps, uv
     conda/Miniforge3-*.sh                                             stand-in Miniforge installer (+ .sha256)
     debian/                                                           real Debian 12 packages (Slurm, munge),
@@ -43,7 +45,7 @@ from pathlib import Path
 
 from gpuprov import console, hosttools, lock, paths
 from gpuprov.errors import EnvironmentProblem, GpuprovError
-from gpuprov.sandbox import debian_archive, docker, rpm_modules, standins
+from gpuprov.sandbox import debian_archive, docker, rocky_podman, rpm_modules, standins
 from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Format, Package, Pin
 from gpuprov.sandbox.standins.keyring import cuda_keyring
 
@@ -53,6 +55,7 @@ from gpuprov.sandbox.standins.keyring import cuda_keyring
 APT_REPOS = ("debian12", "ubuntu2004", "ubuntu2204", "ubuntu2404")
 RPM_REPOS = ("rhel8", "rhel9")
 ARCH_DIR = "x86_64"
+TOOLKIT_DIR = "libnvidia-container"
 KEY_FILE = "keys/gpuprov-sandbox.asc"
 KEY_UID = "gpuprov sandbox mirror (stand-in for NVIDIA CUDA repository)"
 MAINTAINER = "gpuprov sandbox <sandbox@gpuprov.invalid>"
@@ -187,13 +190,14 @@ def content_hash(
 
 
 def builder_sources() -> list[tuple[str, Path]]:
-    """This module, rpm_modules, debian_archive and every file of the stand-ins package (its modules, the
-    programs they install)."""
+    """This module, rpm_modules, debian_archive, rocky_podman and every file of the stand-ins package (its
+    modules, the programs they install)."""
     files = sorted(p for p in STANDINS_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     return [
         ("mirror.py", Path(__file__)),
         ("rpm_modules.py", Path(rpm_modules.__file__)),
         ("debian_archive.py", Path(debian_archive.__file__)),
+        ("rocky_podman.py", Path(rocky_podman.__file__)),
         *((f"standins/{p.relative_to(STANDINS_DIR).as_posix()}", p) for p in files),
     ]
 
@@ -241,6 +245,7 @@ def _build(
             _build_repositories(catalogue, repositories, work / "staging", out, key)
             _write_conda(out / "conda")
             _write_debian(out / debian_archive.REPO_DIR, work / "debian-debs", key)
+            _write_rocky_podman(out / rocky_podman.REPO_DIR, work / "debian-debs", work / "rocky-podman", key)
             if download is not None:
                 _write_pypi(out / "pypi", download.result())
         shutil.rmtree(work / "staging")
@@ -298,6 +303,7 @@ def _build_repositories(
             builds.append(pool.submit(_rpm_repository, _repo_dir(out, repo), repo, files, carried, key))
         for build in builds:
             build.result()  # raises what the build of that repository raised
+        _toolkit_repositories(out / TOOLKIT_DIR, catalogue, deb_files, rpm_files, key)
     _publish_key(out, key)
 
 
@@ -722,6 +728,40 @@ def _rpm_repository(
 
 
 # --------------------------------------------------------------------------------------------------------
+# NVIDIA's libnvidia-container repository (the container toolkit's own)
+
+
+def _toolkit_repositories(
+    root: Path,
+    catalogue: Catalogue,
+    deb_files: Mapping[tuple[str, str], Path],
+    rpm_files: Mapping[tuple[str, str], Path],
+    key: SigningKey,
+) -> None:
+    """The toolkit's stand-ins where nvidia.github.io/libnvidia-container has NVIDIA's packages: a flat apt
+    repository stable/deb/amd64/, an rpm repository with signed metadata stable/rpm/x86_64/ (NVIDIA's .repo:
+    repo_gpgcheck=1), and the signing key at gpgkey."""
+    debs = [
+        deb_files[(p.name, p.evr)]
+        for t in catalogue.container_toolkit
+        for p in standins.container_toolkit(t, Format.DEB)
+    ]
+    rpms = [
+        rpm_files[(p.name, p.evr)]
+        for t in catalogue.container_toolkit
+        for p in standins.container_toolkit(t, Format.RPM)
+    ]
+    origin = (
+        "NVIDIA",
+        "libnvidia-container",
+        "gpuprov sandbox stand-in for NVIDIA's libnvidia-container repository",
+    )
+    _apt_repository(root / "stable" / "deb" / "amd64", "stable", debs, key, origin)
+    _plain_rpm_repository(root / "stable" / "rpm" / ARCH_DIR, rpms, key)
+    (root / "gpgkey").write_text(_gpg(key.home, "--armor", "--export", key.fingerprint).stdout)
+
+
+# --------------------------------------------------------------------------------------------------------
 # Debian's own packages
 
 
@@ -730,6 +770,24 @@ def _write_debian(repo_dir: Path, downloads: Path, key: SigningKey) -> None:
     debs = debian_archive.download(downloads)
     origin = (debian_archive.ORIGIN, debian_archive.LABEL, debian_archive.DESCRIPTION)
     _apt_repository(repo_dir, debian_archive.SUITE, debs, key, origin)
+
+
+def _write_rocky_podman(repo_dir: Path, debs: Path, staging: Path, key: SigningKey) -> None:
+    """The rocky-like nodes' podman and runc (gpuprov.sandbox.rocky_podman), signed, with signed metadata."""
+    staging.mkdir()
+    downloaded = sorted(debs.glob("*.deb"))
+    packages = (rocky_podman.podman_package(downloaded), rocky_podman.runc_package(downloaded))
+    rpms = [_build_rpm(package, staging, staging) for package in packages]
+    _sign_rpms(rpms, key)
+    _plain_rpm_repository(repo_dir, rpms, key)
+
+
+def _plain_rpm_repository(repo_dir: Path, rpms: Sequence[Path], key: SigningKey) -> None:
+    """An rpm repository without module metadata, its repomd.xml signed (for repo_gpgcheck)."""
+    _link_all(rpms, repo_dir)
+    _run(["createrepo_c", "--quiet", "--workers", "1", str(repo_dir)])
+    repomd = repo_dir / "repodata" / "repomd.xml"
+    _sign(key, "--armor", "--detach-sign", "--output", f"{repomd}.asc", str(repomd))
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -34,6 +34,11 @@ READ_BACK = {
     },
     "__python_env_probe": {"stdout": json.dumps({"python_version": "3.11.2", "torch_version": "2.13.0+cpu"})},
     "python_env_pytorch": True,
+    # `nvidia-ctk --version` (NVIDIA/nvidia-container-toolkit, cmd/nvidia-ctk: version line, then the commit).
+    "__container_runtime_engine": "docker",
+    "__container_runtime_ctk_version": {
+        "stdout_lines": ["NVIDIA Container Toolkit CLI version 1.18.0", "commit: 0"]
+    },
 }
 PUBLISH = [
     role_task("nvidia_driver", "verify.yml", "Publish"),
@@ -41,6 +46,7 @@ PUBLISH = [
     role_task("cudnn", "verify.yml", "Publish"),
     role_task("nccl", "verify.yml", "Publish"),
     role_task("python_env", "verify.yml", "Publish"),
+    role_task("container_runtime", "verify.yml", "Publish"),
 ]
 
 
@@ -77,6 +83,8 @@ def test_each_role_publishes_what_it_read_back(published: dict[str, dict[str, st
         "nccl": "2.21.5+cuda12.4",
         "python": "3.11.2",
         "pytorch": "2.13.0+cpu",
+        "container_engine": "docker",
+        "container_toolkit": "1.18.0",
     }
 
 

@@ -45,6 +45,7 @@ from gpuprov.sandbox.standins.elf import elf_shared_object
 from gpuprov.sandbox.standins.model import Entry, File, Format, Link, Package, Pin, exact
 from gpuprov.sandbox.standins.recipes import deb_packages, rpm_packages
 from gpuprov.sandbox.standins.shell import GPUS_CONF
+from gpuprov.sandbox.standins.tools import container_toolkit
 
 __all__ = [
     "CATALOGUE",
@@ -66,6 +67,7 @@ __all__ = [
     "Pin",
     "conda_installer",
     "conda_installer_sha256",
+    "container_toolkit",
     "deb_packages",
     "elf_shared_object",
     "exact",

@@ -128,5 +128,5 @@ CATALOGUE = Catalogue(
         NcclRelease(version="2.26.2", cuda="12.8"),
     ),
     dcgm=(DcgmRelease(version="3.3.9", epoch=1),),
-    container_toolkit=(ContainerToolkitRelease(version="1.17.3"),),
+    container_toolkit=(ContainerToolkitRelease(version="1.17.3"), ContainerToolkitRelease(version="1.18.0")),
 )
