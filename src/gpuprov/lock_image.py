@@ -145,7 +145,7 @@ def _reference_problems(image: Any, name: str) -> list[str]:
     if digest is None:
         return [
             f"{name} {_shown(image)} has a tag but no digest: "
-            "the lock pins images by digest so every host runs the same bytes; append @sha256:<digest> "
+            "gpuprov pins images by digest so every host runs the same bytes; append @sha256:<digest> "
             f"(`skopeo inspect docker://{_shown(image)}` prints it)"
         ]
     if not _SHA256.fullmatch(digest):
