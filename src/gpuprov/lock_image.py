@@ -1,10 +1,14 @@
 """The lock's optional image: `container_image`, pinned by digest, checked against the lock's driver.
 
 An NGC PyTorch image (nvcr.io/nvidia/pytorch:YY.MM-py3@sha256:...) is looked up in the table's
-`ngc_pytorch` rows: each release's CUDA, the driver branch it needs, and the data-center driver branches it
-also runs on through CUDA forward compatibility (each row says where NVIDIA states it). Any other image
-cannot be looked up: the lock states its CUDA in `container_image_cuda` ("cpu" for an image without CUDA),
-and that CUDA's minimum driver comes from the table's `cuda` rows, as for the lock's own CUDA.
+`ngc_pytorch` rows: each release's CUDA, the driver it needs (at least the full-support minimum of that CUDA,
+as for every other image), and the data-center driver branches NVIDIA states it also runs on (each row says
+where). Any other image cannot be looked up: the lock states its CUDA in `container_image_cuda` ("cpu" for an
+image without CUDA), and that CUDA's minimum driver comes from the table's `cuda` rows, as for the lock's own
+CUDA.
+
+`image_problems(image, driver_version, table)` checks an image reference (a `--image` on the command line)
+against a driver version without a whole lock; `field_problems` and `driver_problems` check a lock's fields.
 
 Like gpuprov.lock, this needs only the standard library: the filter plugin loads it through gpuprov.lock.
 """
@@ -38,7 +42,9 @@ _SHA256 = re.compile(r"sha256:[a-f0-9]{64}")
 _NGC_TAG = re.compile(r"(?P<release>\d{2}\.\d{2})-py3")
 _CUDA = re.compile(r"\d+\.\d+\.\d+|cpu")
 _SHOWN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:/@+~_-]{0,199}")
-_EXAMPLE = "nvcr.io/nvidia/pytorch:25.01-py3@sha256:<64 hex digits>"
+_EXAMPLE = "nvcr.io/nvidia/pytorch:25.03-py3@sha256:<64 hex digits>"
+# What a lock's lines call the image and its stated CUDA (image_problems' callers name their own).
+_LOCK_NAMES = (IMAGE_FIELD, IMAGE_CUDA_FIELD)
 
 
 def field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
@@ -46,12 +52,8 @@ def field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
     problems = []
     image, cuda = gpu_stack.get(IMAGE_FIELD), gpu_stack.get(IMAGE_CUDA_FIELD)
     if image is not None:
-        problems += _reference_problems(image)
-    if cuda is not None and not (isinstance(cuda, str) and _CUDA.fullmatch(cuda)):
-        problems.append(
-            f"gpu_stack.{IMAGE_CUDA_FIELD} is {_shown(cuda)}: it must be the CUDA version inside the image, "
-            'such as "12.4.1", or "cpu" for an image without CUDA'
-        )
+        problems += _reference_problems(image, f"gpu_stack.{IMAGE_FIELD}")
+    problems += _cuda_field_problems(cuda, f"gpu_stack.{IMAGE_CUDA_FIELD}")
     if cuda is not None and image is None:
         problems.append(f"gpu_stack.{IMAGE_CUDA_FIELD} is set without {IMAGE_FIELD}: set both, or neither")
     return problems
@@ -65,24 +67,48 @@ def driver_problems(gpu_stack: Mapping[str, Any], table: Mapping[str, Any]) -> l
     image = gpu_stack.get(IMAGE_FIELD)
     if image is None:
         return []
-    driver = str(gpu_stack["driver_version"])
-    match = _REFERENCE.fullmatch(str(image))
-    assert match is not None  # field_problems refused it otherwise
-    release = ngc_release(match.group("name"), match.group("tag"))
     stated = gpu_stack.get(IMAGE_CUDA_FIELD)
+    return _image_driver_problems(str(image), str(gpu_stack["driver_version"]), stated, table, _LOCK_NAMES)
+
+
+def image_problems(
+    image: object,
+    driver_version: str,
+    table: Mapping[str, Any],
+    *,
+    image_cuda: object = None,
+    names: tuple[str, str] = ("--image", "--image-cuda"),
+) -> list[str]:
+    """[] when `driver_version` runs `image`, else one line each: the reference's shape, then the driver.
+
+    For a caller with an image outside the lock (launch's `--image`): the same rules as the lock's
+    container_image. `names` are what the lines call the image and its stated CUDA.
+    """
+    problems = _reference_problems(image, names[0]) + _cuda_field_problems(image_cuda, names[1])
+    if problems:
+        return problems
+    return _image_driver_problems(str(image), driver_version, image_cuda, table, names)
+
+
+def _image_driver_problems(
+    image: str, driver: str, stated: Any, table: Mapping[str, Any], names: tuple[str, str]
+) -> list[str]:
+    match = _REFERENCE.fullmatch(image)
+    assert match is not None  # the reference was checked first
+    release = ngc_release(match.group("name"), match.group("tag"))
     if release is None:
-        return _own_image_problems(stated, driver, table)
+        return _own_image_problems(stated, driver, table, names)
     row = _ngc_row(table, release)
     if row is None:
         listed = [str(r["release"]) for r in _ngc_rows(table)]
         return [
-            f"{IMAGE_FIELD} is NGC PyTorch {release}, which gpuprov's table does not list "
+            f"{names[0]} is NGC PyTorch {release}, which gpuprov's table does not list "
             f"(listed: {_list(listed)}); {HOW_TO_ADD}"
         ]
     if stated is not None and stated != str(row["cuda"]):
         return [
-            f"{IMAGE_CUDA_FIELD} {stated} contradicts NGC PyTorch {release}, which is built on CUDA "
-            f"{row['cuda']}: drop {IMAGE_CUDA_FIELD} (NGC images are looked up) or fix it"
+            f"{names[1]} {stated} contradicts NGC PyTorch {release}, which is built on CUDA "
+            f"{row['cuda']}: drop {names[1]} (NGC images are looked up) or fix it"
         ]
     if runs_on(row, driver):
         return []
@@ -106,38 +132,44 @@ def ngc_release(name: str, tag: str | None) -> str | None:
     return found.group("release") if found else None
 
 
-def _reference_problems(image: Any) -> list[str]:
+def _reference_problems(image: Any, name: str) -> list[str]:
     if not isinstance(image, str) or "{{" in image or "{%" in image:
         what = (
             "a template (not shown)" if isinstance(image, str) else f"a {type(image).__name__}, not a string"
         )
-        return [
-            f"gpu_stack.{IMAGE_FIELD} is {what}: it must be an image reference pinned by digest, "
-            f"e.g. {_EXAMPLE}"
-        ]
+        return [f"{name} is {what}: it must be an image reference pinned by digest, e.g. {_EXAMPLE}"]
     match = _REFERENCE.fullmatch(image)
     if match is None:
-        return [
-            f"gpu_stack.{IMAGE_FIELD} is not an image reference ({_shown(image)}); "
-            f"write it as e.g. {_EXAMPLE}"
-        ]
+        return [f"{name} is not an image reference ({_shown(image)}); write it as e.g. {_EXAMPLE}"]
     digest = match.group("digest")
     if digest is None:
         return [
-            f"gpu_stack.{IMAGE_FIELD} {_shown(image)} has a tag but no digest: "
-            "the lock pins images by digest so every host runs the same bytes; append @sha256:<digest> "
+            f"{name} {_shown(image)} has a tag but no digest: "
+            "gpuprov pins images by digest so every host runs the same bytes; append @sha256:<digest> "
             f"(`skopeo inspect docker://{_shown(image)}` prints it)"
         ]
     if not _SHA256.fullmatch(digest):
-        return [f"gpu_stack.{IMAGE_FIELD}'s digest is not sha256:<64 lower-case hex digits>: e.g. {_EXAMPLE}"]
+        return [f"{name}'s digest is not sha256:<64 lower-case hex digits>: e.g. {_EXAMPLE}"]
     return []
 
 
-def _own_image_problems(stated: Any, driver: str, table: Mapping[str, Any]) -> list[str]:
+def _cuda_field_problems(cuda: Any, name: str) -> list[str]:
+    if cuda is None or (isinstance(cuda, str) and _CUDA.fullmatch(cuda)):
+        return []
+    return [
+        f"{name} is {_shown(cuda)}: it must be the CUDA version inside the image, "
+        'such as "12.4.1", or "cpu" for an image without CUDA'
+    ]
+
+
+def _own_image_problems(
+    stated: Any, driver: str, table: Mapping[str, Any], names: tuple[str, str]
+) -> list[str]:
+    image_name, cuda_name = names
     if stated is None:
         return [
-            f"{IMAGE_FIELD} is not an NGC PyTorch image, so gpuprov cannot look up its CUDA: set "
-            f'{IMAGE_CUDA_FIELD} to the CUDA version inside it (e.g. "12.4.1"), or "cpu"'
+            f"{image_name} is not an NGC PyTorch image, so gpuprov cannot look up its CUDA: set "
+            f'{cuda_name} to the CUDA version inside it (e.g. "12.4.1"), or "cpu"'
         ]
     if stated == "cpu":
         return []
@@ -145,14 +177,14 @@ def _own_image_problems(stated: Any, driver: str, table: Mapping[str, Any]) -> l
     if row is None:
         listed = [str(r["version"]) for r in _rows(table, "cuda")]
         return [
-            f"{IMAGE_CUDA_FIELD} {stated} is not in gpuprov's compatibility table (listed: {_list(listed)}); "
+            f"{cuda_name} {stated} is not in gpuprov's compatibility table (listed: {_list(listed)}); "
             "to add a release, see 'Adding a release to the table' in docs/lock.md"
         ]
     minimum = str(row["min_driver"])
     if _key(driver) >= _key(minimum):
         return []
     return [
-        f"driver_version {driver} cannot run {IMAGE_FIELD}: its CUDA {stated} needs driver >= {minimum}; "
+        f"driver_version {driver} cannot run {image_name}: its CUDA {stated} needs driver >= {minimum}; "
         f"lock a newer driver or an image built on an older CUDA"
     ]
 
@@ -160,11 +192,12 @@ def _own_image_problems(stated: Any, driver: str, table: Mapping[str, Any]) -> l
 def _ngc_refusal(row: Mapping[str, Any], driver: str, table: Mapping[str, Any]) -> str:
     forward = row.get("forward_compatible") or {}
     also = ", ".join(f"{v} (or later R{k})" for k, v in forward.items())
+    minimum = str(row["min_driver"])
     fitting = [str(r["release"]) for r in _ngc_rows(table) if runs_on(r, driver)]
     return (
         f"driver_version {driver} cannot run NGC PyTorch {row['release']} (CUDA {row['cuda']}): it needs "
-        f"driver branch {row['min_driver']} or later"
-        + (f", or on data-center GPUs {also} through forward compatibility" if also else "")
+        f"driver {minimum} or later (branch R{minimum.split('.')[0]} or newer)"
+        + (f", or on data-center GPUs {also}, as NVIDIA states for this release" if also else "")
         + f"; NGC PyTorch releases that run on {driver}: {_list(fitting)}"
     )
 
