@@ -31,6 +31,11 @@ FIELDS: dict[str, tuple[str, str]] = {
     "pytorch_cuda_tag": (r"cpu|cu\d{3,}", 'a PyTorch wheel tag such as "cu124" or "cpu"'),
 }
 
+# Fields a lock may leave out (the component is then not installed), each with its pattern.
+OPTIONAL_FIELDS: dict[str, tuple[str, str]] = {
+    "horovod_version": (r"\d+\.\d+\.\d+", 'a Horovod release such as "0.28.1"'),
+}
+
 
 def table_path() -> Path:
     """The table shipped with gpuprov (in the checkout or the installed wheel)."""
@@ -59,13 +64,14 @@ def check(gpu_stack: Mapping[str, Any], table: Mapping[str, Any] | None = None) 
     if problems:  # the pairs cannot be compared until every field is well formed
         return problems
     tbl = table if table is not None else load_table()
-    lock = {name: str(gpu_stack[name]) for name in FIELDS}
+    lock = {name: str(gpu_stack[name]) for name in (*FIELDS, *OPTIONAL_FIELDS) if name in gpu_stack}
     return [
         *_driver_problems(lock, tbl),
         *_cuda_problems(lock, tbl),
         *_cudnn_problems(lock, tbl),
         *_nccl_problems(lock, tbl),
         *_pytorch_problems(lock, tbl),
+        *_horovod_problems(lock, tbl),
     ]
 
 
@@ -83,8 +89,10 @@ def _shown(value: Any) -> str:
 
 def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
     problems = []
-    for name, (pattern, what) in FIELDS.items():
+    for name, (pattern, what) in (FIELDS | OPTIONAL_FIELDS).items():
         value = gpu_stack.get(name)
+        if name in OPTIONAL_FIELDS and name not in gpu_stack:
+            continue
         if value is None or value == "":
             problems.append(f"gpu_stack.{name} is not set: set it to {what}")
         elif not isinstance(value, str):
@@ -95,10 +103,13 @@ def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
             )
         elif not re.fullmatch(pattern, value):
             problems.append(f"gpu_stack.{name} is {_shown(value)}: it must be {what}")
-    unknown = sorted(str(key) for key in set(gpu_stack) - set(FIELDS))
+    unknown = sorted(str(key) for key in set(gpu_stack) - set(FIELDS) - set(OPTIONAL_FIELDS))
     if unknown:
         names = ", ".join(_shown(key) if not _SHOWN.fullmatch(key) else key for key in unknown)
-        problems.append(f"gpu_stack has unknown fields {names}: the fields are {', '.join(FIELDS)}")
+        problems.append(
+            f"gpu_stack has unknown fields {names}: the fields are {', '.join(FIELDS)} "
+            f"(optional: {', '.join(OPTIONAL_FIELDS)})"
+        )
     return problems
 
 
@@ -189,6 +200,26 @@ def _pytorch_problems(lock: Mapping[str, str], table: Mapping[str, Any]) -> list
             f"{_list(others)}"
         )
     return problems
+
+
+def _horovod_problems(lock: Mapping[str, str], table: Mapping[str, Any]) -> list[str]:
+    """Horovod compiles against the locked PyTorch on the host: refuse a pair whose build is known to fail."""
+    version = lock.get("horovod_version")
+    if version is None:
+        return []
+    row = _row(table, "horovod", version)
+    if row is None:
+        return [_unlisted("horovod_version", version, _versions(table, "horovod"))]
+    pytorch = lock["pytorch_version"]
+    newest, oldest = str(row["pytorch_max"]), str(row["pytorch_min"])
+    if _key(oldest) <= _key(_minor(pytorch)) <= _key(newest):
+        return []
+    fitting = [v for v in _versions(table, "pytorch") if _key(oldest) <= _key(_minor(v)) <= _key(newest)]
+    return [
+        f"horovod_version {version} does not build against pytorch_version {pytorch}: {row['fails']}; "
+        f"the newest PyTorch it builds against is {newest}.x (in the table: {_list(fitting)}): "
+        f"lock such a PyTorch, or leave horovod_version out"
+    ]
 
 
 # -- the OS's repository ---------------------------------------------------------------------------------
