@@ -3,7 +3,9 @@ kind of host gets, and, opt-in, the whole task file against an environment that 
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -67,10 +69,8 @@ def test_each_host_gets_the_build_that_fits_it(tmp_path: Path) -> None:
     assert not want["cpu_mpi_off"]["mpi"]
 
 
-@needs_horovod_env
-def test_an_environment_with_the_wanted_build_is_left_alone_and_verified(tmp_path: Path) -> None:
-    """The whole task file against the given environment: horovodrun --check-build matches what this machine
-    wants (CPU: Gloo, and MPI where mpicxx is here), so nothing is built (changed=0) and the checks pass."""
+def _play(tmp_path: Path, **changes: Any) -> subprocess.CompletedProcess[str]:
+    """The whole task file on localhost against GPUPROV_HOROVOD_ENV as a CPU host (wheel tag cpu, pip)."""
     tasks = [{"ansible.builtin.include_tasks": str(ROLE / "tasks" / "horovod.yml")}]
     extra = {
         **{k: v for k, v in DEFAULTS.items() if k.startswith("python_env_")},
@@ -79,16 +79,58 @@ def test_an_environment_with_the_wanted_build_is_left_alone_and_verified(tmp_pat
         "python_env_horovod_build_jobs": "2",
         "__python_env_wheel_tag": "cpu",
         "__python_env_installer": "pip",
+        **changes,
     }
     env = {
         "ANSIBLE_FILTER_PLUGINS": str(ROLE / "filter_plugins"),
-        "PATH": f"/usr/bin:/bin:{Path(sys.executable).parent}",
+        "PATH": f"/usr/local/bin:/usr/bin:/bin:{Path(sys.executable).parent}",
     }
-    proc = run_play(tmp_path, tasks, extra, env=env)
+    return run_play(tmp_path, tasks, extra, env=env)
+
+
+@needs_horovod_env
+def test_a_cpu_build_is_refused_where_horovods_cmake_would_build_cuda(tmp_path: Path) -> None:
+    """Asked for other flags than the environment's Horovod has, on a machine where the environment's torch is
+    a CUDA build and torch finds a CUDA toolkit: refused before anything is installed or compiled."""
+    probe = (
+        "import json, torch; from torch.utils.cpp_extension import CUDA_HOME as h; "
+        "print(json.dumps([torch.version.cuda, h]))"
+    )
+    seen = json.loads(
+        subprocess.run(
+            [f"{HOROVOD_ENV}/bin/python", "-c", probe], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    if None in seen:
+        pytest.skip(f"needs a CUDA build of torch and a CUDA toolkit here (torch CUDA, CUDA_HOME: {seen})")
+    built = subprocess.run(
+        [f"{HOROVOD_ENV}/bin/horovodrun", "--check-build"], capture_output=True, text=True, check=True
+    ).stdout
+    proc = _play(tmp_path, python_env_horovod_mpi="[X] MPI" not in built)  # the other MPI setting
+    assert proc.returncode != 0
+    assert "so Horovod's CMake (FindPytorch) would build CUDA code for a CPU-only lock" in proc.stdout
+    assert _result("Install what compiling Horovod needs", proc.stdout) == "absent"
+    after = subprocess.run([f"{HOROVOD_ENV}/bin/horovodrun", "--check-build"], capture_output=True, text=True)
+    assert after.stdout == built  # the environment's Horovod is as it was
+
+
+@needs_horovod_env
+def test_an_environment_with_the_wanted_build_is_left_alone_and_verified(tmp_path: Path) -> None:
+    """The whole task file against the given environment: horovodrun --check-build matches what this machine
+    wants (CPU: Gloo, and MPI where mpicxx is here), so nothing is built (changed=0) and the checks pass."""
+    proc = _play(tmp_path)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "changed=0" in proc.stdout and "failed=0" in proc.stdout
-    after = proc.stdout.split("TASK [Compile and install Horovod 0.28.1]", 1)[1].strip().splitlines()[0]
-    assert after.startswith("skipping: [localhost]"), after
-    assert (
-        "ok: [localhost]" in proc.stdout.split("TASK [Check the build has the version and flags wanted]")[1]
-    )
+    assert _result("Compile and install Horovod 0.28.1", proc.stdout) == "skipping"
+    assert _result("Check the build has the version and flags wanted", proc.stdout) == "ok"
+    assert _result("Start Horovod in one process (hvd.init, an allreduce)", proc.stdout) == "ok"
+
+
+def _result(task: str, stdout: str) -> str:
+    """The default callback's first result word (ok, changed, skipping, fatal) after TASK [task], or
+    "absent" when the task did not run at all."""
+    if f"TASK [{task}]" not in stdout:
+        return "absent"
+    after = stdout.split(f"TASK [{task}]", 1)[1].splitlines()
+    results = ("ok:", "changed:", "skipping:", "fatal:")
+    return next(line.split(":", 1)[0] for line in after if line.startswith(results))
