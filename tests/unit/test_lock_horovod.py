@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from gpuprov import lock
+import importlib.util
+
+from gpuprov import lock, resources
 from gpuprov.sandbox.inventory import SANDBOX_LOCK
 
 # A legacy lock: the sandbox's stack with the newest PyTorch Horovod 0.28.1 builds against.
@@ -61,3 +63,15 @@ def test_an_unlisted_or_malformed_horovod_version_is_refused():
     assert lock.check({**LEGACY, "horovod_version": ""}) == [
         'gpu_stack.horovod_version is not set: set it to a Horovod release such as "0.28.1"'
     ]
+
+
+def test_site_yml_first_play_refuses_the_same_way():
+    """playbooks/filter_plugins/gpu_stack.py (validate_inventory_and_lock.yml) passes the whole lock on."""
+    plugin = resources.data_dir("playbooks") / "filter_plugins" / "gpu_stack.py"
+    spec = importlib.util.spec_from_file_location("gpu_stack_filter", plugin)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    conflicts = module.FilterModule().filters()["gpu_stack_conflicts"]
+    bad = {**LEGACY, "pytorch_version": "2.13.0"}
+    assert conflicts({"node1": bad, "node2": LEGACY}, lock.load_table()) == [f"node1: {lock.check(bad)[0]}"]
