@@ -23,7 +23,7 @@ pytestmark = [
     pytest.mark.skipif(
         not HOROVOD_ENV,
         reason="set GPUPROV_HOROVOD_ENV to a venv with Horovod 0.28.1 built against PyTorch 2.0.1 "
-        "(2.2 GB download, 5-7 min build: too big for CI; docs/horovod.md says how)",
+        "(2.2 GB download, a 5-15 min build: too big for CI; docs/horovod.md says how)",
     ),
 ]
 
