@@ -33,11 +33,16 @@ FIELDS: dict[str, tuple[str, str]] = {
     "pytorch_cuda_tag": (r"cpu|cu\d{3,}", 'a PyTorch wheel tag such as "cu124" or "cpu"'),
 }
 
-# Fields a lock may leave out: each belongs to a role that is off by default and refuses to run without it.
+# Fields a lock may leave out (the component is then not installed), each with its pattern; each belongs to a
+# role or feature that is off by default and refuses to run without it. The image fields are lock_image's.
 OPTIONAL_FIELDS: dict[str, tuple[str, str]] = {
     # NVIDIA Container Toolkit, for the container_runtime role (container_runtime_enabled).
     "container_toolkit_version": (r"\d+\.\d+\.\d+", 'a toolkit release such as "1.18.0"'),
+    # Horovod, built by python_env (docs/horovod.md).
+    "horovod_version": (r"\d+\.\d+\.\d+", 'a Horovod release such as "0.28.1"'),
 }
+# Every optional field's name, the image's included (what an unknown-field message lists).
+OPTIONAL_NAMES: tuple[str, ...] = (*OPTIONAL_FIELDS, *lock_image.OPTIONAL_FIELDS)
 
 
 def table_path() -> Path:
@@ -67,7 +72,7 @@ def check(gpu_stack: Mapping[str, Any], table: Mapping[str, Any] | None = None) 
     if problems:  # the pairs cannot be compared until every field is well formed
         return problems
     tbl = table if table is not None else load_table()
-    lock = {name: str(gpu_stack[name]) for name in FIELDS}
+    lock = {name: str(gpu_stack[name]) for name in (*FIELDS, *OPTIONAL_FIELDS) if name in gpu_stack}
     return [
         *_driver_problems(lock, tbl),
         *_cuda_problems(lock, tbl),
@@ -75,6 +80,7 @@ def check(gpu_stack: Mapping[str, Any], table: Mapping[str, Any] | None = None) 
         *_nccl_problems(lock, tbl),
         *_pytorch_problems(lock, tbl),
         *lock_image.driver_problems(gpu_stack, tbl),
+        *_horovod_problems(lock, tbl),
     ]
 
 
@@ -92,7 +98,7 @@ def _shown(value: Any) -> str:
 
 def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
     problems = []
-    for name, (pattern, what) in {**FIELDS, **OPTIONAL_FIELDS}.items():
+    for name, (pattern, what) in (FIELDS | OPTIONAL_FIELDS).items():
         if name in OPTIONAL_FIELDS and name not in gpu_stack:
             continue
         value = gpu_stack.get(name)
@@ -107,11 +113,13 @@ def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
         elif not re.fullmatch(pattern, value):
             problems.append(f"gpu_stack.{name} is {_shown(value)}: it must be {what}")
     problems += lock_image.field_problems(gpu_stack)
-    known = set(FIELDS) | set(OPTIONAL_FIELDS) | set(lock_image.OPTIONAL_FIELDS)
-    unknown = sorted(str(key) for key in set(gpu_stack) - known)
+    unknown = sorted(str(key) for key in set(gpu_stack) - set(FIELDS) - set(OPTIONAL_NAMES))
     if unknown:
         names = ", ".join(_shown(key) if not _SHOWN.fullmatch(key) else key for key in unknown)
-        problems.append(f"gpu_stack has unknown fields {names}: the fields are {', '.join(FIELDS)}")
+        problems.append(
+            f"gpu_stack has unknown fields {names}: the fields are {', '.join(FIELDS)} "
+            f"(optional: {', '.join(OPTIONAL_NAMES)})"
+        )
     return problems
 
 
@@ -202,6 +210,26 @@ def _pytorch_problems(lock: Mapping[str, str], table: Mapping[str, Any]) -> list
             f"{_list(others)}"
         )
     return problems
+
+
+def _horovod_problems(lock: Mapping[str, str], table: Mapping[str, Any]) -> list[str]:
+    """Horovod compiles against the locked PyTorch on the host: refuse a pair whose build is known to fail."""
+    version = lock.get("horovod_version")
+    if version is None:
+        return []
+    row = _row(table, "horovod", version)
+    if row is None:
+        return [_unlisted("horovod_version", version, _versions(table, "horovod"))]
+    pytorch = lock["pytorch_version"]
+    newest, oldest = str(row["pytorch_max"]), str(row["pytorch_min"])
+    if _key(oldest) <= _key(_minor(pytorch)) <= _key(newest):
+        return []
+    fitting = [v for v in _versions(table, "pytorch") if _key(oldest) <= _key(_minor(v)) <= _key(newest)]
+    return [
+        f"horovod_version {version} does not build against pytorch_version {pytorch}: {row['fails']}; "
+        f"the newest PyTorch it builds against is {newest}.x (in the table: {_list(fitting)}): "
+        f"lock such a PyTorch, or leave horovod_version out"
+    ]
 
 
 # -- the OS's repository ---------------------------------------------------------------------------------
