@@ -172,7 +172,9 @@ def _run_attached(
     the_plan: Plan, job: jobs.Job, started: float, deliveries: dict[str, push.Delivery]
 ) -> None:
     names = [h.name for h in job.hosts]
-    printer = stream.Printer(names, {n: job.log_path(n) for n in names})
+    # mpirun's ranks all report through the first host: each line is shown under its rank's own host.
+    ranks = stream.rank_layout(job) if the_plan.launcher.name == "mpirun" else None
+    printer = stream.Printer(names, {n: job.log_path(n) for n in names}, ranks)
     attached = AttachedJob(job, names, the_plan.checks.clients, printer, fail_fast=True)
     with _sigterm_as_interrupt():
         try:

@@ -65,6 +65,8 @@ class HostCommand:
     rdzv: str
     max_restarts: int
     env: dict[str, str] = field(default_factory=dict)
+    # Every host of the job in node-rank order: (its address, its process count); mpirun's hostfile.
+    peers: tuple[tuple[str, int], ...] = ()
 
     @property
     def backend_hint(self) -> str:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from gpuprov import onhost
 
 if TYPE_CHECKING:  # render imports jinja2: only where a script is rendered
+    from gpuprov import hosts
+    from gpuprov.launch.preflight import HostCheck, Problem
     from gpuprov.launch.render import HostCommand, SbatchJob
 
 HOST_TEMPLATE = "torchrun.sh.j2"
@@ -47,3 +49,9 @@ class Torchrun:
         quoted = render.quote(job.workdir)
         fields["workdir_expr"] = f'"$SLURM_SUBMIT_DIR"/{quoted}' if job.workdir_relative else quoted
         return render.load(None, SBATCH_TEMPLATE).render(**fields)
+
+    def check_command(self, host: hosts.Host, selected: list[hosts.Host]) -> str:
+        return ""  # torchrun comes with torch, which the environment's check already asks for
+
+    def problems(self, checks: list[HostCheck]) -> list[Problem]:
+        return []
