@@ -83,11 +83,18 @@ def test_the_first_hosts_script_writes_the_hostfile_and_runs_mpirun(tmp_path: Pa
         "2",
         "a b",
     ]
-    # Open MPI's rsh launcher runs the agent as `AGENT HOST ORTED-COMMAND...` (seen with Open MPI 4.1.4).
-    agent = job_dir / "rsh_agent"
-    assert oct(agent.stat().st_mode & 0o777) == "0o700"
+    assert args[args.index("plm_rsh_agent") + 1] == f"sh {job_dir}/mpirun_rsh_agent.sh"
+
+
+def test_the_rsh_agent_tags_the_remote_daemon_with_the_job(tmp_path: Path) -> None:
+    """Open MPI's rsh launcher runs the agent as `AGENT HOST ORTED-COMMAND...` (seen with Open MPI 4.1.4)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _stand_in(bin_dir, "ssh", tmp_path / "ssh.args")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GPUPROV_JOB_ID": JOB}
+    agent = str(onhost.path("mpirun_rsh_agent.sh"))
     subprocess.run(
-        [str(agent), "10.0.0.2", " orted", "--daemonize", "-mca", "ess", '"env"'], check=True, env=env
+        ["sh", agent, "10.0.0.2", " orted", "--daemonize", "-mca", "ess", '"env"'], check=True, env=env
     )
     assert (tmp_path / "ssh.args").read_text().splitlines() == [
         "-o",
@@ -101,6 +108,9 @@ def test_the_first_hosts_script_writes_the_hostfile_and_runs_mpirun(tmp_path: Pa
         "ess",
         '"env"',
     ]
+    bad = subprocess.run(["sh", agent, "h", "orted"], env={**env, "GPUPROV_JOB_ID": "x; rm -rf ~"}, text=True,
+                         capture_output=True)  # fmt: skip
+    assert bad.returncode == 2 and "not a gpuprov job id" in bad.stderr
 
 
 def _shim(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

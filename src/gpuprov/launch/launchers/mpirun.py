@@ -1,13 +1,13 @@
 """Open MPI's mpirun (`--launcher mpirun`): one mpirun on the first host starts every rank of the job.
 
 The first host's run.sh (templates/mpirun.sh.j2) writes a hostfile of the selected hosts (their inventory
-address, `slots=` the host's process count), an rsh agent (ssh that never prompts, which tags the remote
-daemon with the job's id) and runs `mpirun --bind-to none --map-by slot --tag-output` with the job's
-environment exported by `-x`. Open MPI's rsh launcher starts its daemon (orted) on each other host over
-SSH (the run user's node-to-node trust from the mpi role), and orted starts that host's ranks. Each rank
-is onhost/mpirun_rank.py, which maps Open MPI's OMPI_COMM_WORLD_* variables to torchrun's and replaces
-itself with the script. The other hosts' run.sh waits for the job's part there (onhost/mpirun_standby.py),
-so that every host's agent reports and stops what runs on it.
+address, `slots=` the host's process count) and runs `mpirun --bind-to none --map-by slot --tag-output`
+with the job's environment exported by `-x`. Open MPI's rsh launcher starts its daemon (orted) on each
+other host over SSH with onhost/mpirun_rsh_agent.sh (ssh that never prompts, on the run user's
+node-to-node trust from the mpi role; it tags the daemon with the job's id), and orted starts that host's
+ranks. Each rank is onhost/mpirun_rank.py, which maps Open MPI's OMPI_COMM_WORLD_* variables to
+torchrun's and replaces itself with the script. The other hosts' run.sh waits for the job's part there
+(onhost/mpirun_standby.py), so that every host's agent reports and stops what runs on it.
 
 Preflight, in each host's one check command: mpirun present and Open MPI's version (the same everywhere),
 $HOME (mpirun starts every rank with the first host's paths), and on the first host whether it resolves
@@ -49,7 +49,8 @@ class Mpirun:
     reserved_env: tuple[str, ...] = ()
 
     def host_files(self) -> dict[str, bytes]:
-        return {name: onhost.path(name).read_bytes() for name in ("mpirun_rank.py", "mpirun_standby.py")}
+        names = ("mpirun_rank.py", "mpirun_standby.py", "mpirun_rsh_agent.sh")
+        return {name: onhost.path(name).read_bytes() for name in names}
 
     def job_env(self) -> dict[str, str]:
         return {}

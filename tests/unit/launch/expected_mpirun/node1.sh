@@ -14,23 +14,13 @@ cat > "$HOME"/.gpuprov/jobs/20250101-000000-abcd/hostfile <<'GPUPROV_HOSTFILE'
 10.0.0.1 slots=2
 10.0.0.2 slots=2
 GPUPROV_HOSTFILE
-# Open MPI's rsh launcher starts orted on the other hosts with this: ssh that never prompts (host keys
-# checked, the run user's node-to-node key from the mpi role), the daemon tagged with the job's id so
-# that the host's agent finds it and its ranks (teardown, gpuprov stop).
-cat > "$HOME"/.gpuprov/jobs/20250101-000000-abcd/rsh_agent <<'GPUPROV_RSH_AGENT'
-#!/bin/sh
-host=$1
-shift
-exec ssh -o BatchMode=yes -x "$host" "GPUPROV_JOB_ID=20250101-000000-abcd; export GPUPROV_JOB_ID; : >\"\$HOME\"/.gpuprov/jobs/20250101-000000-abcd/orted.started;" "$@"
-GPUPROV_RSH_AGENT
-chmod 700 "$HOME"/.gpuprov/jobs/20250101-000000-abcd/rsh_agent
 exec mpirun \
   --hostfile "$HOME"/.gpuprov/jobs/20250101-000000-abcd/hostfile \
   -np 4 \
   --bind-to none --map-by slot \
   --tag-output \
   --wdir "$HOME"/.gpuprov/jobs/20250101-000000-abcd/work \
-  --mca plm_rsh_agent "$HOME"/.gpuprov/jobs/20250101-000000-abcd/rsh_agent \
+  --mca plm_rsh_agent "sh ""$HOME"/.gpuprov/jobs/20250101-000000-abcd/mpirun_rsh_agent.sh \
   --mca plm_rsh_no_tree_spawn 1 \
   -x NCCL_SOCKET_IFNAME \
   -x GLOO_SOCKET_IFNAME \
