@@ -22,6 +22,9 @@ from gpuprov.onhost.agent import EVENT_PREFIX
 COLORS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
 # torchrun's prefix ('[rank3]:'), or Open MPI's mpirun --tag-output ('[1,3]<stdout>:': job, rank, stream).
 _RANK_RE = re.compile(r"^\[(?:rank(\d+)\]|\d+,(\d+)\]<std(?:out|err|diag)>):(.*)$")
+# Open MPI 4.1.4's --tag-output sometimes ends a rank's line with the next line's tag (seen here: "...
+# started[1,1]<stdout>:"); it is no part of what the rank printed.
+_TRAILING_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err|diag)>:$")
 TAIL_LINES = 3
 
 
@@ -106,6 +109,7 @@ class Printer:
         rank, body = (
             (match.group(1) or match.group(2), match.group(3).removeprefix(" ")) if match else ("-", text)
         )
+        body = _TRAILING_TAG.sub("", body)
         where = self.rank_hosts.get(rank, host)
         console.job_line(f"{where}/{rank}".ljust(self.width), body, self.colors.get(where, "white"))
         self.tails[host].append(text)

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gpuprov import hosts, onhost
 from gpuprov.launch import options, plan, preflight, render, sbatch, stream
 from gpuprov.launch.launchers.mpirun import Mpirun
@@ -187,15 +189,24 @@ def test_the_standby_ends_once_the_jobs_processes_are_gone(tmp_path: Path) -> No
     rank.wait()
 
 
-def test_open_mpi_tagged_lines_are_shown_under_their_ranks_host(tmp_path: Path) -> None:
+def test_open_mpi_tagged_lines_are_shown_under_their_ranks_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     printer = stream.Printer(
         ["node1", "node2"], {"node1": tmp_path / "node1.log"}, {"0": "node1", "1": "node2"}
     )
     match = stream._RANK_RE.match("[1,1]<stdout>:rank 1/2 started")
     assert match is not None and match.group(2) == "1" and match.group(3) == "rank 1/2 started"
     printer.line("node1", "[1,1]<stderr>:boom")
+    printer.line("node1", "[1,1]<stdout>:rank 1/2 on node2: started[1,1]<stdout>:")
     printer.close()
-    assert (tmp_path / "node1.log").read_text() == "[1,1]<stderr>:boom\n"  # the log keeps what arrived
+    # the log keeps what arrived
+    assert (tmp_path / "node1.log").read_text().splitlines()[0] == "[1,1]<stderr>:boom"
+    shown = capsys.readouterr().out.splitlines()
+    assert [line.split() for line in shown] == [
+        ["node2/1", "|", "boom"],
+        ["node2/1", "|", "rank", "1/2", "on", "node2:", "started"],
+    ]
 
 
 def test_the_sbatch_script_is_valid_bash_with_both_paths(tmp_path: Path) -> None:
