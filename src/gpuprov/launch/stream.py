@@ -123,8 +123,11 @@ class Printer:
             log.close()
 
 
-def rank_layout(job: jobs.Job) -> dict[str, str]:
-    """Global rank -> host when ranks fill the hosts in order (mpirun --map-by slot over the hostfile)."""
+def rank_layout(job: jobs.Job) -> dict[str, str] | None:
+    """Global rank -> host for a job whose ranks all report through its first host (mpirun's: --map-by slot
+    fills the hostfile's hosts in order); None for the others (each host's lines are its own ranks')."""
+    if job.launcher != "mpirun":
+        return None
     layout: dict[str, str] = {}
     for h in job.hosts:
         for _ in range(h.nproc):

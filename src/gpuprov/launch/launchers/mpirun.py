@@ -135,7 +135,7 @@ def _installation_problems(checks: list[HostCheck]) -> list[Problem]:
         problems.append(
             Problem(
                 NOT_READY,
-                f"{check.host.name}: mpirun is not Open MPI's (`mpirun --version`: {first}); "
+                f"{check.host.name}: mpirun is not Open MPI's (its version says: {first}); "
                 f"gpuprov launches with Open MPI: apply the role `{ROLE}`",
             )
         )
