@@ -394,6 +394,12 @@ def _finish(opts: LaunchOptions) -> LaunchOptions:
             "--limit picks hosts for SSH launching; an --emit-sbatch script asks Slurm for a node count and "
             "Slurm picks the nodes: give --nodes N (and drain a node in Slurm to keep jobs off it)"
         )
+    if opts.launcher == "mpirun" and (opts.max_restarts or opts.rdzv != "static"):
+        given = f"--max-restarts {opts.max_restarts}" if opts.max_restarts else f"--rdzv {opts.rdzv}"
+        raise BadInput(
+            f"{given} is torchrun's; mpirun neither restarts ranks nor holds a rendezvous (rank 0 on the "
+            "first host is the master): leave it out, or use --launcher torchrun"
+        )
     return replace(opts, script=_script_path(str(opts.script), opts.workdir))
 
 

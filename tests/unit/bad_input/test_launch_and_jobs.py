@@ -492,3 +492,9 @@ def test_an_unknown_launcher(work: Path, verb: str) -> None:
     )
     line = one_error(gpuprov(*args, cwd=work), 2)
     assert "--launcher" in line and "'torchrun'" in line and "'mpirun'" in line
+
+
+@pytest.mark.parametrize("option", [("--max-restarts", "2"), ("--rdzv", "c10d")])
+def test_torchruns_own_options_with_mpirun(work: Path, option: tuple[str, str]) -> None:
+    line = one_error(gpuprov("launch", "--launcher", "mpirun", *option, "train.py", cwd=work), 2)
+    assert line.startswith(f"error: {' '.join(option)} is torchrun's; mpirun neither restarts ranks")
