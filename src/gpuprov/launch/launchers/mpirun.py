@@ -64,11 +64,7 @@ class Mpirun:
         """srun --mpi=pmix where Slurm has PMIx, else mpirun inside the allocation."""
         from gpuprov.launch import render
 
-        fields = {name: getattr(job, name) for name in job.__dataclass_fields__}
-        fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else '"${SLURM_GPUS_ON_NODE:-1}"'
-        quoted = render.quote(job.workdir)
-        fields["workdir_expr"] = f'"$SLURM_SUBMIT_DIR"/{quoted}' if job.workdir_relative else quoted
-        return render.load(None, SBATCH_TEMPLATE).render(**fields)
+        return render.sbatch_script(job, SBATCH_TEMPLATE)
 
     def check_command(self, host: hosts.Host, selected: list[hosts.Host]) -> str:
         return check_command(host, selected)
