@@ -47,18 +47,22 @@ class PerHost(Counting):
 TOOLS = ("cat", "sed", "head", "getent", "sh", "bash")
 
 
+OMPI_INFO = RECORDED / "ompi_info-param-plm-rsh-4.1.4-debian12.txt"
+
+
 def _bin(root: Path, version_output: Path | None, ssh_fails: str) -> Path:
     root.mkdir(parents=True)
     for tool in TOOLS:
         (root / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
     if version_output is not None:
         (root / "mpirun").write_text(f"#!/bin/sh\ncat {version_output}\n")
+        (root / "ompi_info").write_text(f"#!/bin/sh\ncat {OMPI_INFO}\n")
     # ssh ADDRESS... true: fails as OpenSSH does for a host key it does not know, for the listed addresses.
     (root / "ssh").write_text(
-        "#!/bin/sh\nfor a; do addr=$prev; prev=$a; done\n"
+        f'#!/bin/sh\necho "$@" >> {root}/ssh.calls\nfor a; do addr=$prev; prev=$a; done\n'
         f'case " {ssh_fails} " in *" $addr "*) echo "Host key verification failed." >&2; exit 255;; esac\n'
     )
-    for name in ("mpirun", "ssh"):
+    for name in ("mpirun", "ompi_info", "ssh"):
         if (root / name).exists():
             os.chmod(root / name, 0o755)
     return root
@@ -114,6 +118,11 @@ def test_two_hosts_with_the_same_open_mpi_pass_in_one_round_trip_each(
     assert first.launcher_answers[mpirun.VERSION_SECTION] == (OPEN_MPI_414.read_text().splitlines(), 0)
     assert first.launcher_answers[mpirun.PEER_SECTION + "127.0.0.1"] == ([], 0)  # ssh node2 true worked
     assert mpirun.PEER_SECTION + "127.0.0.1" not in second.launcher_answers  # only the first host asks
+    # ssh as mpirun's daemons will be started: with Open MPI's plm_rsh_args (the recorded ompi_info's).
+    assert (tmp_path / "bin" / "node1" / "ssh.calls").read_text() == (
+        "-o BatchMode=yes -o ConnectTimeout=5 -i /h/key -o IdentitiesOnly=yes -o UserKnownHostsFile=/h/kh "
+        "-o BatchMode=yes 127.0.0.1 true\n"
+    )
     result.close()
 
 

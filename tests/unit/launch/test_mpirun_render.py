@@ -85,22 +85,44 @@ def test_the_first_hosts_script_writes_the_hostfile_and_runs_mpirun(tmp_path: Pa
         "2",
         "a b",
     ]
-    assert args[args.index("plm_rsh_agent") + 1] == f"sh {job_dir}/mpirun_rsh_agent.sh"
+    assert args[args.index("plm_rsh_agent") + 1] == f"bash {job_dir}/mpirun_rsh_agent.sh"
 
 
 def test_the_rsh_agent_tags_the_remote_daemon_with_the_job(tmp_path: Path) -> None:
-    """Open MPI's rsh launcher runs the agent as `AGENT HOST ORTED-COMMAND...` (seen with Open MPI 4.1.4)."""
+    """Open MPI's rsh launcher runs the agent as `AGENT [plm_rsh_args] HOST ORTED-COMMAND...` (seen with Open
+    MPI 4.1.4); the options go to ssh."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _stand_in(bin_dir, "ssh", tmp_path / "ssh.args")
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GPUPROV_JOB_ID": JOB}
     agent = str(onhost.path("mpirun_rsh_agent.sh"))
     subprocess.run(
-        ["sh", agent, "10.0.0.2", " orted", "--daemonize", "-mca", "ess", '"env"'], check=True, env=env
+        [
+            "bash",
+            agent,
+            "-i",
+            "/h/k",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-x",
+            "10.0.0.2",
+            " orted",
+            "--daemonize",
+            "-mca",
+            "ess",
+            '"env"',
+        ],
+        check=True,
+        env=env,
     )
     assert (tmp_path / "ssh.args").read_text().splitlines() == [
         "-o",
         "BatchMode=yes",
+        "-x",
+        "-i",
+        "/h/k",
+        "-o",
+        "IdentitiesOnly=yes",
         "-x",
         "10.0.0.2",
         f'GPUPROV_JOB_ID={JOB}; export GPUPROV_JOB_ID; : >"$HOME"/.gpuprov/jobs/{JOB}/orted.started;',
@@ -110,8 +132,8 @@ def test_the_rsh_agent_tags_the_remote_daemon_with_the_job(tmp_path: Path) -> No
         "ess",
         '"env"',
     ]
-    bad = subprocess.run(["sh", agent, "h", "orted"], env={**env, "GPUPROV_JOB_ID": "x; rm -rf ~"}, text=True,
-                         capture_output=True)  # fmt: skip
+    bad_env = {**env, "GPUPROV_JOB_ID": "x; rm -rf ~"}
+    bad = subprocess.run(["bash", agent, "h", "orted"], env=bad_env, text=True, capture_output=True)
     assert bad.returncode == 2 and "not a gpuprov job id" in bad.stderr
 
 

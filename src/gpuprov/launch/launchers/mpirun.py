@@ -41,6 +41,7 @@ UNRESOLVED = 68  # a peer section's status where the first host cannot resolve t
 _OPEN_MPI = re.compile(r"^mpirun \(Open MPI\) (\S+)\s*$")
 _IFNAME_VARS = ("nccl_socket_ifname", "gpuprov_nccl_socket_ifname", "gloo_socket_ifname")
 SSH_OPTIONS = "-o BatchMode=yes -o ConnectTimeout=5"
+RSH_ARGS_SED = shlex.quote("s/^mca:plm:rsh:param:plm_rsh_args:value://p")
 
 
 class Mpirun:
@@ -88,13 +89,18 @@ def check_command(host: hosts.Host, selected: list[hosts.Host]) -> str:
         f'mpirun --version ) 2>&1; r=$?; echo "{SECTION}end $r"',
         f'echo \'{SECTION}{HOME_SECTION}\'; echo "$HOME"; echo "{SECTION}end 0"',
     ]
-    if host is selected[0]:
+    if host is selected[0] and len(selected) > 1:
+        # ssh as mpirun's daemons will be started: with Open MPI's plm_rsh_args (the mpi role sets the
+        # cluster key and its known hosts there), word-split as Open MPI splits them.
+        lines.append(
+            f"rsh_args=$(ompi_info --parsable --param plm rsh --level 9 2>/dev/null | sed -n {RSH_ARGS_SED})"
+        )
         for peer in selected[1:]:
             address = shlex.quote(peer.address)
             lines.append(
                 f"echo {shlex.quote(SECTION + PEER_SECTION + peer.address)}; "
                 f"if getent ahosts {address} >/dev/null; then "
-                f"ssh {SSH_OPTIONS} {address} true </dev/null 2>&1; r=$?; "
+                f"ssh {SSH_OPTIONS} $rsh_args {address} true </dev/null 2>&1; r=$?; "
                 f'else r={UNRESOLVED}; fi; echo "{SECTION}end $r"'
             )
     return "\n".join(lines) + "\n"

@@ -20,7 +20,7 @@ exec mpirun \
   --bind-to none --map-by slot \
   --tag-output \
   --wdir "$HOME"/.gpuprov/jobs/20250101-000000-abcd/work \
-  --mca plm_rsh_agent "sh ""$HOME"/.gpuprov/jobs/20250101-000000-abcd/mpirun_rsh_agent.sh \
+  --mca plm_rsh_agent "bash ""$HOME"/.gpuprov/jobs/20250101-000000-abcd/mpirun_rsh_agent.sh \
   --mca plm_rsh_no_tree_spawn 1 \
   -x NCCL_SOCKET_IFNAME \
   -x GLOO_SOCKET_IFNAME \
