@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/launch.py [--nodes 2,8,16] [--repeat 3] [--keep | --reuse STATE_DIR:NAME]
     .venv/bin/python benchmarks/launch.py --nodes 16 --prepare    (start and bootstrap only, for --reuse)
     .venv/bin/python benchmarks/launch.py --slurm --nodes 2 [--repeat 3] [--prepare | --reuse STATE_DIR:NAME]
+    .venv/bin/python benchmarks/launch.py --mpirun [--nodes 2,8] ...   (adds the mpirun column)
 
 Launch latency: from the command's start until every rank has printed its first line, for
   - gpuprov: `gpuprov launch --nodes N script` (preflight, push, start, streamed output included);
@@ -19,6 +20,12 @@ Teardown latency: a rank exits non-zero (it prints time.time() just before) unti
 which it does only after every host reported no process of the job left (checked again afterwards).
 For contrast, the same failure with the plain ssh + torchrun loop: the other node's ranks keep running
 (measured up to a cap, then cleaned up).
+
+With --mpirun: bootstrap also applies the mpi role (MPI_SWITCH: Open MPI and the node-to-node trust), and
+every repetition, in turn with the others on the same nodes, also times `gpuprov launch --launcher mpirun`
+(launch latency as above: mpirun on the first host starts every rank; teardown as above: the crashing
+rank's EXITING_AT until gpuprov has exited with no process of the job left). A sandbox kept for --reuse
+must have been prepared with --mpirun as well.
 
 With --slurm: the sandbox is started with `sandbox up --slurm`, so `gpuprov bootstrap` also runs the slurm
 role (node1 is the controller; every node runs slurmd), and the run measures launch latency only: in each
@@ -58,6 +65,7 @@ PYTHON = "/opt/gpuprov/envs/train/bin/python"
 BASELINE_CAP_S = 20.0
 # In the range the network_tuning role opens to the cluster's nodes (29400-29599), like gpuprov's default.
 BASELINE_PORT = 29550
+MPI_SWITCH = "mpi_enabled=true"  # the mpi role's switch in site.yml (docs/mpi.md)
 
 FIRST_LINE = 'import os\nprint("first line of rank", os.environ["RANK"], flush=True)\n'
 CRASHER = """import os, sys, time
@@ -259,6 +267,11 @@ def main() -> int:
         action="store_true",
         help="a sandbox with Slurm (sandbox up --slurm); time `gpuprov launch --scheduler slurm` beside SSH",
     )
+    parser.add_argument(
+        "--mpirun",
+        action="store_true",
+        help="apply the mpi role too and time `gpuprov launch --launcher mpirun` beside the others",
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.nodes.split(",")]
 
@@ -279,9 +292,10 @@ def main() -> int:
     try:
         t = time.monotonic()
         if not args.reuse:  # a kept sandbox was bootstrapped by the run that kept it
+            mpi = ["-e", MPI_SWITCH] if args.mpirun else []
             subprocess.run(
-                [str(BIN / "gpuprov"), "--quiet", "bootstrap", str(sandbox.inventory)], env=env, check=True,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                [str(BIN / "gpuprov"), "--quiet", "bootstrap", str(sandbox.inventory), *mpi], env=env,
+                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         print(f"bootstrapped in {time.monotonic() - t:.0f} s", flush=True)
         if args.prepare:
@@ -317,7 +331,12 @@ def main() -> int:
         load_before = os.getloadavg()
         for n in counts:
             ours, theirs, our_cpu, their_cpu, our_nodes, their_nodes = [], [], [], [], [], []
+            mpirun_s: list[float] = []
             for _ in range(args.repeat):
+                if args.mpirun:  # the same job, mpirun on the first host starting every rank
+                    latency, out, code = gpuprov_launch(env, n, first_line, ["--launcher", "mpirun"])
+                    assert code == 0, out
+                    mpirun_s.append(latency)
                 cpu = children_cpu_s()
                 nodes_cpu = NodeCpu(counters[:n])
                 latency, out, code = gpuprov_launch(env, n, first_line, [], nodes_cpu.stop)
@@ -336,10 +355,13 @@ def main() -> int:
                     proc.wait(timeout=60)
                 their_cpu.append(children_cpu_s() - cpu)
                 theirs.append(latency)
-            rows.append((f"launch, {n} nodes", statistics.median(ours), statistics.median(theirs)))
+            mpirun_median = statistics.median(mpirun_s) if mpirun_s else float("nan")
+            rows.append(
+                (f"launch, {n} nodes", statistics.median(ours), statistics.median(theirs), mpirun_median)
+            )
             print(
-                f"{rows[-1][0]}: gpuprov {ours}, loop {theirs}, CPU {our_cpu} / {their_cpu}, "
-                f"node CPU {our_nodes} / {their_nodes}",
+                f"{rows[-1][0]}: gpuprov {ours}, loop {theirs}, mpirun {mpirun_s}, "
+                f"CPU {our_cpu} / {their_cpu}, node CPU {our_nodes} / {their_nodes}",
                 flush=True,
             )
             node_cpu.append(
@@ -360,19 +382,24 @@ def main() -> int:
                 )
             )
 
-            # Teardown: gpuprov
-            downs = []
+            # Teardown: gpuprov (and with --mpirun, gpuprov launch --launcher mpirun, in turn)
+            downs: list[float] = []
+            mpirun_downs: list[float] = []
             for _ in range(args.repeat):
-                _, out, code = gpuprov_launch(env, n, crasher, ["--grace", "5"])
-                ended = time.time()
-                assert code == 1, out
-                exited_at = float(next(line for line in out.splitlines() if "EXITING_AT" in line).split()[-1])
-                job_id = next(
-                    w for w in out.split() if w.count("-") == 2 and w[:8].isdigit() and len(w) == 20
-                )
-                assert leftovers(containers[:n], job_id) == 0, f"processes of {job_id} left"
-                downs.append(ended - exited_at)
-            print(f"teardown, {n} nodes: gpuprov {downs}", flush=True)
+                for launcher, into in (("torchrun", downs), ("mpirun", mpirun_downs)):
+                    if launcher == "mpirun" and not args.mpirun:
+                        continue
+                    _, out, code = gpuprov_launch(env, n, crasher, ["--grace", "5", "--launcher", launcher])
+                    ended = time.time()
+                    assert code == 1, out
+                    exiting = next(line for line in out.splitlines() if "EXITING_AT" in line)
+                    exited_at = float(exiting.split()[-1])
+                    job_id = next(
+                        w for w in out.split() if w.count("-") == 2 and w[:8].isdigit() and len(w) == 20
+                    )
+                    assert leftovers(containers[:n], job_id) == 0, f"processes of {job_id} left"
+                    into.append(ended - exited_at)
+            print(f"teardown, {n} nodes: gpuprov {downs}, mpirun {mpirun_downs}", flush=True)
             # Teardown: the plain loop (peers keep running: measured up to the cap).
             marker = uuid.uuid4().hex[:8]
             _, procs = baseline_launch(addresses[:n], ssh, crasher, marker, BASELINE_CAP_S)
@@ -386,17 +413,26 @@ def main() -> int:
             for proc in procs:
                 proc.kill()
             rows.append(
-                (f"teardown, {n} nodes", statistics.median(downs), plain if not still else float("inf"))
+                (
+                    f"teardown, {n} nodes",
+                    statistics.median(downs),
+                    plain if not still else float("inf"),
+                    statistics.median(mpirun_downs) if mpirun_downs else float("nan"),
+                )
             )
 
         print()
         heading = f"measure (median of {args.repeat})"
-        print(f"{heading:<28} {'gpuprov':>10} {'ssh loop':>12} {'ratio':>8}")
-        for label, ours_s, theirs_s in rows:
+        mpirun_head = f" {'mpirun':>10}" if args.mpirun else ""
+        print(f"{heading:<28} {'gpuprov':>10} {'ssh loop':>12} {'ratio':>8}{mpirun_head}")
+        for label, ours_s, theirs_s, mpirun_row in rows:
             theirs_text = f">{BASELINE_CAP_S:.0f} s" if theirs_s == float("inf") else f"{theirs_s:.2f} s"
             ratio = "-" if theirs_s == float("inf") else f"{theirs_s / ours_s:.2f}x"
-            print(f"{label:<28} {ours_s:>8.2f} s {theirs_text:>12} {ratio:>8}")
+            mpirun_text = f" {mpirun_row:>8.2f} s" if args.mpirun else ""
+            print(f"{label:<28} {ours_s:>8.2f} s {theirs_text:>12} {ratio:>8}{mpirun_text}")
         print("\n(ratio = ssh loop / gpuprov; '>20 s': the other nodes' ranks were still running at the cap)")
+        if args.mpirun:
+            print("(gpuprov: --launcher torchrun, the default; mpirun: gpuprov launch --launcher mpirun)")
         heads = ("gpuprov", "ssh loop", "gpuprov CPU", "loop CPU")
         print(f"\n{'per host (launch)':<20}" + "".join(f"{h:>13}" for h in heads))
         for n, *seconds in per_host:

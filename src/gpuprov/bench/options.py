@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpuprov import cli_options, host_options, paths
 from gpuprov.errors import BadInput
+from gpuprov.launch import api as launch
 
 # The models node.py can build (models.MODELS; a unit test keeps the two lists equal) and their default
 # per-GPU batch: 256 for ResNet-50 as NVIDIA's Deep Learning Examples train it; 128 for ViT-B/16 is
@@ -130,6 +131,7 @@ class BenchOptions:
         "--windows", type=int, default=None, help="Timed windows [default: 5; 3 on a CPU].", parse=_AT_LEAST_1
     )
     json: bool = host_options.json_flag("Print the results as JSON instead of the table.")
+    launcher: str = launch.launcher_option()
     out: Path | None = cli_options.option(
         "--out",
         default=None,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from gpuprov import hosts
 from gpuprov.launch import jobs, selection
-from gpuprov.launch.options import Nproc
+from gpuprov.launch.options import Nproc, launcher_option
 from gpuprov.launch.selection import HostChoice
 
-__all__ = ["AUTO", "HostChoice", "Nproc", "choose_hosts", "job_log", "run_job"]
+__all__ = ["AUTO", "HostChoice", "Nproc", "choose_hosts", "job_log", "launcher_option", "run_job"]
 
 AUTO = Nproc("auto")  # one process per GPU, or 1 on a host without GPUs
 
@@ -36,6 +36,7 @@ def run_job(
     nproc: Nproc = AUTO,
     script_args: Sequence[str] = (),
     workdir: Path | None = None,
+    launcher: str = "torchrun",
 ) -> str:
     """Run script on the named hosts (in that order) as one attached launch job; return its id.
 
@@ -51,6 +52,7 @@ def run_job(
         hosts=tuple(host_names),
         nproc=nproc,
         workdir=workdir,
+        launcher=launcher,
     )
     return flow.launch(opts)
 

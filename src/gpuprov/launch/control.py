@@ -123,7 +123,7 @@ def show_host_logs(job: jobs.Job, follow: bool) -> None:
     """The logs of a job started over SSH (the local copies of an attached job that has ended)."""
     names = [h.name for h in job.hosts]
     if not follow and job.state in jobs.FINAL_STATES and not job.detach:
-        printer = stream.Printer(names, {})
+        printer = stream.Printer(names, {}, stream.rank_layout(job))
         for name in names:
             for line in (
                 job.log_path(name).read_text(errors="replace").splitlines()
@@ -136,7 +136,7 @@ def show_host_logs(job: jobs.Job, follow: bool) -> None:
     # The host's log is the full record; the local copy is rewritten from it.
     for name in clients:
         job.log_path(name).unlink(missing_ok=True)
-    printer = stream.Printer(names, {n: job.log_path(n) for n in clients})
+    printer = stream.Printer(names, {n: job.log_path(n) for n in clients}, stream.rank_layout(job))
     watched = AttachedJob(job, list(clients), clients, printer, fail_fast=False)
     try:
         for h in job.hosts:

@@ -78,6 +78,7 @@ def _record(the_plan: Plan, opts: LaunchOptions) -> jobs.Job:
         detach=opts.detach,
         grace_s=opts.grace_s,
         state=jobs.STARTING,
+        launcher=the_plan.launcher.name,
     )
     job.save()
     return job
@@ -172,7 +173,7 @@ def _run_attached(
     the_plan: Plan, job: jobs.Job, started: float, deliveries: dict[str, push.Delivery]
 ) -> None:
     names = [h.name for h in job.hosts]
-    printer = stream.Printer(names, {n: job.log_path(n) for n in names})
+    printer = stream.Printer(names, {n: job.log_path(n) for n in names}, stream.rank_layout(job))
     attached = AttachedJob(job, names, the_plan.checks.clients, printer, fail_fast=True)
     with _sigterm_as_interrupt():
         try:

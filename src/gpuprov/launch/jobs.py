@@ -129,6 +129,8 @@ class Job:
     # Jobs submitted with `launch --scheduler slurm`: Slurm's job id and the host that runs slurmctld.
     slurm_job_id: str | None = None
     slurm_controller: str | None = None
+    # How the ranks were started (--launcher); None in records written before there was a choice: torchrun.
+    launcher: str | None = None
 
     @property
     def remote_dir(self) -> str:
@@ -261,10 +263,11 @@ _FIELD_CHECKS: dict[str, tuple[Any, str]] = {
     ),
     "finished": (lambda v: v is None or _is_number(v), "is not a time"),
     "slurm_job_id": (lambda v: v is None or (_is_str(v) and v.isdigit()), "is not a Slurm job id"),
+    "launcher": (lambda v: v is None or (_is_str(v) and v.isidentifier()), "is not a launcher name"),
     "slurm_controller": (lambda v: v is None or (_is_str(v) and hosts.is_host_name(v)), "is not a host name"),
 }
 # Fields later gpuprov versions added: a record written before them lacks them.
-_OPTIONAL_FIELDS = {"slurm_job_id": None, "slurm_controller": None}
+_OPTIONAL_FIELDS = {"slurm_job_id": None, "slurm_controller": None, "launcher": None}
 _HOST_CHECKS: dict[str, tuple[Any, str]] = {
     "name": (
         lambda v: _is_str(v) and hosts.is_host_name(v),

@@ -18,6 +18,7 @@ from gpuprov import cli_options, host_options
 from gpuprov.cli_options import Param
 from gpuprov.errors import BadInput
 from gpuprov.launch.jobs import MAX_GRACE_S, valid_grace
+from gpuprov.launch.launchers import DEFAULT as DEFAULT_LAUNCHER
 from gpuprov.launch.launchers import LAUNCHERS
 from gpuprov.launch.schedulers import DEFAULT as DEFAULT_SCHEDULER
 from gpuprov.launch.schedulers import NAMES as SCHEDULERS
@@ -254,6 +255,20 @@ def _sbatch_path(given: str | None) -> Path | None:
     return path
 
 
+def launcher_option() -> str:
+    """--launcher: how each host's ranks are started (gpuprov.launch.launchers); launch and bench."""
+    names = tuple(LAUNCHERS)
+    return cli_options.option(
+        "--launcher",
+        type=click.Choice(names),
+        default=DEFAULT_LAUNCHER,
+        show_default=True,
+        help="torchrun: one torchrun per host; mpirun: Open MPI's mpirun on the first host starts every "
+        "rank (hosts need the mpi role: docs/mpi.md).",
+        parse=cli_options.one_of(names),
+    )
+
+
 def _script_args(given: tuple[str, ...]) -> tuple[str, ...]:
     # `SCRIPT -- ARGS`: the separator is gpuprov's, not the script's
     return tuple(given[1:] if given[:1] == ("--",) else given)
@@ -362,6 +377,7 @@ class LaunchOptions:
         "[slurm_controller] (srun + torchrun).",
         parse=cli_options.one_of(SCHEDULERS),
     )
+    launcher: str = launcher_option()
 
 
 def _finish(opts: LaunchOptions) -> LaunchOptions:
@@ -377,6 +393,12 @@ def _finish(opts: LaunchOptions) -> LaunchOptions:
         raise BadInput(
             "--limit picks hosts for SSH launching; an --emit-sbatch script asks Slurm for a node count and "
             "Slurm picks the nodes: give --nodes N (and drain a node in Slurm to keep jobs off it)"
+        )
+    if opts.launcher == "mpirun" and (opts.max_restarts or opts.rdzv != "static"):
+        given = f"--max-restarts {opts.max_restarts}" if opts.max_restarts else f"--rdzv {opts.rdzv}"
+        raise BadInput(
+            f"{given} is torchrun's; mpirun neither restarts ranks nor holds a rendezvous (rank 0 on the "
+            "first host is the master): leave it out, or use --launcher torchrun"
         )
     return replace(opts, script=_script_path(str(opts.script), opts.workdir))
 

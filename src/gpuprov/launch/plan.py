@@ -57,6 +57,7 @@ def build_commands(
     """Each host's part of the job, for its launcher's script (default: the default launcher's)."""
     launcher = launcher or launchers.by_name(launchers.DEFAULT)
     job_dir = f"{remote.JOBS_DIR}/{job_id}"
+    peers = tuple((c.host.address, c.nproc) for c in checks)
     return {
         check.host.name: render.HostCommand(
             job_id=job_id,
@@ -73,6 +74,7 @@ def build_commands(
             rdzv=opts.rdzv,
             max_restarts=opts.max_restarts,
             env=host_env(check.host, opts.env, job_id, check.gpus, launcher),
+            peers=peers,
         )
         for rank, check in enumerate(checks)
     }
@@ -97,15 +99,14 @@ def plan(opts: LaunchOptions) -> Plan:
     """Check the input and every host (preflight); the plan holds the hosts' open SSH connections."""
     _, selected = selection.chosen(opts)
     master_addr = selection.master_address(selected[0], len(selected))
-    # The one launcher and the one environment today (no option chooses them yet).
-    launcher = launchers.by_name(launchers.DEFAULT)
+    launcher = launchers.by_name(opts.launcher)
     environment = environments.by_name(environments.DEFAULT)
     templates = {host.name: template_for(opts, host, launcher) for host in selected}
     hosts.check_ssh_files(selected, where="", fix="fix the path")
     payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
     console.step(f"Preflight on {len(selected)} host(s): {', '.join(h.name for h in selected)}")
     try:
-        checks = preflight.run(selected, master_addr, opts.master_port, opts.nproc, environment)
+        checks = preflight.run(selected, master_addr, opts.master_port, opts.nproc, environment, launcher)
     except preflight.PreflightFailed as exc:
         if len(exc.problems) > 1:
             _problem_table(exc.problems, [h.name for h in selected])

@@ -25,6 +25,7 @@ from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Npro
 
 if TYPE_CHECKING:
     from gpuprov.launch.environments import Environment
+    from gpuprov.launch.launchers import Launcher
 
 REACH_TIMEOUT_S = 5.0
 
@@ -63,6 +64,10 @@ class HostCheck:
     problems: list[Problem] = field(default_factory=list)
     answers: Sections | None = None  # its check's channel, open until preflight ends (a usable torch)
     importing: bool = False  # an `import torch` runs on that channel
+    # The launcher's part of the host's one check command (run first) and its sections' lines and status,
+    # kept by Sections as they go by (launcher.check_command, launcher.problems).
+    launcher_command: str = ""
+    launcher_answers: dict[str, tuple[list[str], int | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -109,16 +114,22 @@ def run(
     master_port: int | None,
     nproc: Nproc,
     environment: Environment | None = None,
+    launcher: Launcher | None = None,
 ) -> Preflight:
     """All checks; returns open SSH connections, or raises PreflightFailed with every problem.
 
-    environment: what the ranks run in (default: the default environment, host-python)."""
+    environment: what the ranks run in (default: the default environment, host-python); launcher: how they
+    are started (default: torchrun), whose questions go first into each host's one command."""
     if environment is None:
         from gpuprov.launch import environments
 
         environment = environments.by_name(environments.DEFAULT)
-    env = environment
-    checks = ssh.values(ssh.fan_out(selected, lambda host: _check_host(host, env)))
+    if launcher is None:
+        from gpuprov.launch import launchers
+
+        launcher = launchers.by_name(launchers.DEFAULT)
+    env, starter = environment, launcher
+    checks = ssh.values(ssh.fan_out(selected, lambda host: _check_host(host, env, starter, selected)))
     result = Preflight(checks, master_addr, master_port or 0)
     try:
         problems: list[Problem] = []
@@ -143,6 +154,7 @@ def run(
                 )
             else:
                 check.nproc = resolved
+        problems += starter.problems(checks)
         if problems:
             raise PreflightFailed(problems)
     except BaseException:
@@ -151,8 +163,10 @@ def run(
     return result
 
 
-def _check_host(host: hosts.Host, environment: Environment) -> HostCheck:
-    check = HostCheck(host)
+def _check_host(
+    host: hosts.Host, environment: Environment, launcher: Launcher, selected: list[hosts.Host]
+) -> HostCheck:
+    check = HostCheck(host, launcher_command=launcher.check_command(host, selected))
     try:
         check.client = ssh.connect(host)
     except ssh.Unreachable as exc:
@@ -174,6 +188,7 @@ def _check_host(host: hosts.Host, environment: Environment) -> HostCheck:
 
 
 SECTION = "@@gpuprov "  # marks the sections of the host check's output (host_check_command)
+LAUNCHER_SECTION = "launcher-"  # a launcher's sections: Sections keeps them aside for launcher.problems
 SMI_COMMAND = (
     "command -v nvidia-smi >/dev/null || exit 100; nvidia-smi --query-gpu=index --format=csv,noheader"
 )
@@ -182,9 +197,12 @@ SMI_COMMAND = (
 class Sections:
     """The host check's output, read section by section as it arrives on its channel."""
 
-    def __init__(self, channel: ssh.Channel) -> None:
+    def __init__(
+        self, channel: ssh.Channel, kept: dict[str, tuple[list[str], int | None]] | None = None
+    ) -> None:
         self.channel = channel
         self.other = []
+        self.kept = kept if kept is not None else {}  # the launcher's sections, read as they pass
 
     def _line(self) -> str | None:
         raw = self.channel.readline()
@@ -193,7 +211,9 @@ class Sections:
     def section(self) -> tuple[str, str]:
         """The next section's name and its first line ('' at the end of the output)."""
         while (line := self._line()) is not None:
-            if line.startswith(SECTION):
+            if line.startswith(SECTION + LAUNCHER_SECTION):
+                self.kept[line[len(SECTION) :]] = self.until_end()
+            elif line.startswith(SECTION):
                 return line[len(SECTION) :], ""
         return "", ""
 

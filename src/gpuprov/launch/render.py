@@ -65,6 +65,8 @@ class HostCommand:
     rdzv: str
     max_restarts: int
     env: dict[str, str] = field(default_factory=dict)
+    # Every host of the job in node-rank order: (its address, its process count); mpirun's hostfile.
+    peers: tuple[tuple[str, int], ...] = ()
 
     @property
     def backend_hint(self) -> str:
@@ -153,3 +155,14 @@ class SbatchJob:
     file_name: str
     # True: workdir is relative to the directory sbatch is run in (gpuprov launch --scheduler slurm).
     workdir_relative: bool = False
+
+
+def sbatch_script(job: SbatchJob, template_name: str) -> str:
+    """gpuprov's sbatch template template_name with the job's fields, and nproc_expr (the processes per node:
+    'gpu' and 'auto' are one per GPU Slurm gave the node, 1 without GPUs) and workdir_expr (quoted; under
+    the submit directory where the work directory is relative)."""
+    fields = {name: getattr(job, name) for name in job.__dataclass_fields__}
+    fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else '"${SLURM_GPUS_ON_NODE:-1}"'
+    quoted = quote(job.workdir)
+    fields["workdir_expr"] = f'"$SLURM_SUBMIT_DIR"/{quoted}' if job.workdir_relative else quoted
+    return load(None, template_name).render(**fields)

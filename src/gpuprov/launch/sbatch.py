@@ -43,7 +43,7 @@ def build(opts: LaunchOptions, argv: list[str]) -> str:
     )
     target = opts.emit_sbatch or Path("job.sbatch")
     the_job = job(opts, argv, node_count(opts), str(workdir), script, target.name)
-    return launchers.by_name(launchers.DEFAULT).sbatch_script(the_job)
+    return launchers.by_name(opts.launcher).sbatch_script(the_job)
 
 
 def job(

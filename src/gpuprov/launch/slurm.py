@@ -105,7 +105,7 @@ def _python() -> str:
 def sbatch_text(opts: LaunchOptions, nnodes: int, argv: list[str], script: str) -> str:
     """The sbatch script for this job; srun runs torchrun on `script` in work/ beside it."""
     job = sbatch.job(opts, argv, nnodes, "work", script, SBATCH_FILE, workdir_relative=True)
-    return launchers.by_name(launchers.DEFAULT).sbatch_script(job)
+    return launchers.by_name(opts.launcher).sbatch_script(job)
 
 
 def launch(opts: LaunchOptions, argv: list[str]) -> str:

@@ -20,7 +20,11 @@ from gpuprov.launch import jobs
 from gpuprov.onhost.agent import EVENT_PREFIX
 
 COLORS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
-_RANK_RE = re.compile(r"^\[rank(\d+)\]:(.*)$")
+# torchrun's prefix ('[rank3]:'), or Open MPI's mpirun --tag-output ('[1,3]<stdout>:': job, rank, stream).
+_RANK_RE = re.compile(r"^\[(?:rank(\d+)\]|\d+,(\d+)\]<std(?:out|err|diag)>):(.*)$")
+# Open MPI 4.1.4's --tag-output sometimes ends a rank's line with the next line's tag (seen here: "...
+# started[1,1]<stdout>:"); it is no part of what the rank printed.
+_TRAILING_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err|diag)>:$")
 TAIL_LINES = 3
 
 
@@ -86,7 +90,11 @@ class HostStream:
 class Printer:
     """Prints lines as 'host/rank | text' and appends them to one local log file per host."""
 
-    def __init__(self, hosts: list[str], log_paths: dict[str, Path]) -> None:
+    def __init__(
+        self, hosts: list[str], log_paths: dict[str, Path], rank_hosts: dict[str, str] | None = None
+    ) -> None:
+        # rank_hosts: where each rank runs, for output that arrives through another host (mpirun's).
+        self.rank_hosts = rank_hosts or {}
         self.width = max(len(h) for h in hosts) + 3
         self.colors = {h: COLORS[i % len(COLORS)] for i, h in enumerate(hosts)}
         self.logs: dict[str, IO[str]] = {}
@@ -98,8 +106,12 @@ class Printer:
 
     def line(self, host: str, text: str) -> None:
         match = _RANK_RE.match(text)
-        rank, body = (match.group(1), match.group(2).removeprefix(" ")) if match else ("-", text)
-        console.job_line(f"{host}/{rank}".ljust(self.width), body, self.colors.get(host, "white"))
+        rank, body = (
+            (match.group(1) or match.group(2), match.group(3).removeprefix(" ")) if match else ("-", text)
+        )
+        body = _TRAILING_TAG.sub("", body)
+        where = self.rank_hosts.get(rank, host)
+        console.job_line(f"{where}/{rank}".ljust(self.width), body, self.colors.get(where, "white"))
         self.tails[host].append(text)
         log = self.logs.get(host)
         if log is not None:
@@ -109,6 +121,18 @@ class Printer:
     def close(self) -> None:
         for log in self.logs.values():
             log.close()
+
+
+def rank_layout(job: jobs.Job) -> dict[str, str] | None:
+    """Global rank -> host for a job whose ranks all report through its first host (mpirun's: --map-by slot
+    fills the hostfile's hosts in order); None for the others (each host's lines are its own ranks')."""
+    if job.launcher != "mpirun":
+        return None
+    layout: dict[str, str] = {}
+    for h in job.hosts:
+        for _ in range(h.nproc):
+            layout[str(len(layout))] = h.name
+    return layout
 
 
 def last_lines(path: Path, count: int = TAIL_LINES) -> list[str]:
@@ -121,6 +145,6 @@ def last_lines(path: Path, count: int = TAIL_LINES) -> list[str]:
     ranked = []
     for line in lines:
         match = _RANK_RE.match(line)
-        if match and match.group(2).strip():
-            ranked.append(f"rank {match.group(1)}: {match.group(2).strip()}")
+        if match and match.group(3).strip():
+            ranked.append(f"rank {match.group(1) or match.group(2)}: {match.group(3).strip()}")
     return (ranked or [line for line in lines if line.strip()])[-count:]

@@ -30,6 +30,8 @@ the five above: pyproject.toml).
 How each reaches a host (the controller side, which reads these files as text, is named in brackets):
 
     agent.py, run_torchrun.py   pushed into the job's directory as files, run there (launch/flow.py)
+    mpirun_rank.py, mpirun_standby.py   pushed beside them under --launcher mpirun (launchers/mpirun.py);
+                                they parse on 3.6 like the five above (the shim sets up any job's ranks)
     receive.py                  sent as the text of `python -c` on the push's channel (launch/push.py)
     probe.py + sockets.py       sent as `python -c` text, sockets' code spliced in (launch/preflight.py)
     hostprobe.py + sockets.py   sent as `python -c` text, sockets' code spliced in (check/gather.py);

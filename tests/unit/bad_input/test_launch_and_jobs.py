@@ -478,3 +478,23 @@ def test_missing_ssh_key_in_a_job_record(work: Path, command: str) -> None:
     line = one_error(gpuprov(command, JOB, cwd=work), 2)
     assert f"SSH key {work}/gone_key" in line and "does not exist" in line
     assert json.loads(path.read_text())["state"] == "running"
+
+
+# ----- --launcher ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("verb", ["launch", "bench"])
+def test_an_unknown_launcher(work: Path, verb: str) -> None:
+    args = (
+        ("launch", "--launcher", "horovodrun", "train.py")
+        if verb == "launch"
+        else ("bench", "--launcher", "x")
+    )
+    line = one_error(gpuprov(*args, cwd=work), 2)
+    assert "--launcher" in line and "'torchrun'" in line and "'mpirun'" in line
+
+
+@pytest.mark.parametrize("option", [("--max-restarts", "2"), ("--rdzv", "c10d")])
+def test_torchruns_own_options_with_mpirun(work: Path, option: tuple[str, str]) -> None:
+    line = one_error(gpuprov("launch", "--launcher", "mpirun", *option, "train.py", cwd=work), 2)
+    assert line.startswith(f"error: {' '.join(option)} is torchrun's; mpirun neither restarts ranks")

@@ -89,9 +89,10 @@ def _probe(check: HostCheck) -> None:
         check.gpus = given
     given_python = host.vars.get("gpuprov_python")
     command = host_check_command(str(given_python) if given_python else None, count_gpus=given is None)
-    channel = ssh.open_channel(check.client, command, read_timeout=60)
+    # The launcher's questions go first in the same command; Sections keeps their answers aside.
+    channel = ssh.open_channel(check.client, check.launcher_command + command, read_timeout=60)
     try:
-        answers = Sections(channel)
+        answers = Sections(channel, check.launcher_answers)
         if not _read_checks(check, answers, given is None):
             channel.close()
             return

@@ -1,4 +1,4 @@
-"""How a job's ranks are started on each host: torchrun today (the one entry; issue 24 adds mpirun).
+"""How a job's ranks are started on each host: torchrun (the default) or mpirun (`--launcher mpirun`).
 
 A launcher turns one host's part of the job (render.HostCommand: node rank, process count, master,
 environment...) into the bash script the host's agent runs (run.sh in the job's directory), names the
@@ -14,9 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from gpuprov.launch.launchers.mpirun import Mpirun
 from gpuprov.launch.launchers.torchrun import Torchrun
 
 if TYPE_CHECKING:  # render imports jinja2: only where a script is rendered
+    from gpuprov import hosts
+    from gpuprov.launch.preflight import HostCheck, Problem
     from gpuprov.launch.render import HostCommand, SbatchJob
 
 
@@ -43,8 +46,17 @@ class Launcher(Protocol):
         """The sbatch script that runs the job under Slurm (--emit-sbatch, --scheduler slurm)."""
         ...
 
+    def check_command(self, host: hosts.Host, selected: list[hosts.Host]) -> str:
+        """Shell lines run first in the host's one preflight command ('' for none); their output in
+        sections named `launcher-...` (preflight.Sections keeps them in HostCheck.launcher_answers)."""
+        ...
 
-LAUNCHERS: dict[str, Launcher] = {"torchrun": Torchrun()}
+    def problems(self, checks: list[HostCheck]) -> list[Problem]:
+        """What the launcher's sections say keeps the job from starting, on a host or across hosts."""
+        ...
+
+
+LAUNCHERS: dict[str, Launcher] = {"torchrun": Torchrun(), "mpirun": Mpirun()}
 DEFAULT = "torchrun"
 
 

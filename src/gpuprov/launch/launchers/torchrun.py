@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from gpuprov import onhost
 
 if TYPE_CHECKING:  # render imports jinja2: only where a script is rendered
+    from gpuprov import hosts
+    from gpuprov.launch.preflight import HostCheck, Problem
     from gpuprov.launch.render import HostCommand, SbatchJob
 
 HOST_TEMPLATE = "torchrun.sh.j2"
@@ -41,9 +43,10 @@ class Torchrun:
         """srun + torchrun, c10d rendezvous on the first node."""
         from gpuprov.launch import render
 
-        fields = {name: getattr(job, name) for name in job.__dataclass_fields__}
-        # 'gpu' and 'auto': one process per GPU Slurm gave the node (1 without GPUs).
-        fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else '"${SLURM_GPUS_ON_NODE:-1}"'
-        quoted = render.quote(job.workdir)
-        fields["workdir_expr"] = f'"$SLURM_SUBMIT_DIR"/{quoted}' if job.workdir_relative else quoted
-        return render.load(None, SBATCH_TEMPLATE).render(**fields)
+        return render.sbatch_script(job, SBATCH_TEMPLATE)
+
+    def check_command(self, host: hosts.Host, selected: list[hosts.Host]) -> str:
+        return ""  # torchrun comes with torch, which the environment's check already asks for
+
+    def problems(self, checks: list[HostCheck]) -> list[Problem]:
+        return []

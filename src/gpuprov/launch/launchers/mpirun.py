@@ -1,0 +1,237 @@
+"""Open MPI's mpirun (`--launcher mpirun`): one mpirun on the first host starts every rank of the job.
+
+The first host's run.sh (templates/mpirun.sh.j2) writes a hostfile of the selected hosts (their inventory
+address, `slots=` the host's process count) and runs `mpirun --bind-to none --map-by slot --tag-output`
+with the job's environment exported by `-x`. Open MPI's rsh launcher starts its daemon (orted) on each
+other host over SSH with onhost/mpirun_rsh_agent.sh (ssh that never prompts, on the run user's
+node-to-node trust from the mpi role; it tags the daemon with the job's id), and orted starts that host's
+ranks. Each rank is onhost/mpirun_rank.py, which maps Open MPI's OMPI_COMM_WORLD_* variables to
+torchrun's and replaces itself with the script. The other hosts' run.sh waits for the job's part there
+(onhost/mpirun_standby.py), so that every host's agent reports and stops what runs on it.
+
+Preflight, in each host's one check command: mpirun present and Open MPI's version (the same everywhere),
+$HOME (mpirun starts every rank with the first host's paths), and on the first host whether it resolves
+and reaches each other host over SSH as mpirun will.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpuprov import onhost
+
+if TYPE_CHECKING:
+    from gpuprov import hosts
+    from gpuprov.launch.preflight import HostCheck, Problem
+    from gpuprov.launch.render import HostCommand, SbatchJob
+
+HOST_TEMPLATE = "mpirun.sh.j2"
+SBATCH_TEMPLATE = "mpirun-sbatch.sh.j2"
+ROLE = "mpi"  # the role that installs Open MPI and the node-to-node trust (docs/mpi.md)
+VERSION_SECTION = "launcher-mpirun"
+HOME_SECTION = "launcher-mpirun-home"
+PEER_SECTION = "launcher-mpirun-peer "  # + the peer's address
+NOT_INSTALLED = 127  # the version section's status where there is no mpirun
+UNRESOLVED = 68  # a peer section's status where the first host cannot resolve the peer's address
+# `mpirun --version` of Open MPI prints "mpirun (Open MPI) 4.1.4" first (tests/recorded/mpirun/).
+_OPEN_MPI = re.compile(r"^mpirun \(Open MPI\) (\S+)\s*$")
+_IFNAME_VARS = ("nccl_socket_ifname", "gpuprov_nccl_socket_ifname", "gloo_socket_ifname")
+SSH_OPTIONS = "-o BatchMode=yes -o ConnectTimeout=5"
+RSH_ARGS_SED = shlex.quote("s/^mca:plm:rsh:param:plm_rsh_args:value://p")
+
+
+class Mpirun:
+    name = "mpirun"
+    template_variable = "gpuprov_mpirun_template"
+    reserved_env: tuple[str, ...] = ()
+
+    def host_files(self) -> dict[str, bytes]:
+        names = ("mpirun_rank.py", "mpirun_standby.py", "mpirun_rsh_agent.sh")
+        return {name: onhost.path(name).read_bytes() for name in names}
+
+    def job_env(self) -> dict[str, str]:
+        return {}
+
+    def host_script(self, command: HostCommand, template: Path | None) -> str:
+        from gpuprov.launch import render
+
+        return render.host_script(command, template, HOST_TEMPLATE)
+
+    def sbatch_script(self, job: SbatchJob) -> str:
+        """srun --mpi=pmix where Slurm has PMIx, else mpirun inside the allocation."""
+        from gpuprov.launch import render
+
+        return render.sbatch_script(job, SBATCH_TEMPLATE)
+
+    def check_command(self, host: hosts.Host, selected: list[hosts.Host]) -> str:
+        return check_command(host, selected)
+
+    def problems(self, checks: list[HostCheck]) -> list[Problem]:
+        answered = [c for c in checks if VERSION_SECTION in c.launcher_answers]
+        found = _installation_problems(answered)
+        if found:
+            return found
+        return _disagreements(answered) + _peer_problems(checks) + _slot_problems(answered)
+
+
+def check_command(host: hosts.Host, selected: list[hosts.Host]) -> str:
+    """The launcher's part of a host's one preflight command: sections launcher-mpirun (mpirun --version,
+    127 without mpirun), launcher-mpirun-home, and on the first host one launcher-mpirun-peer ADDRESS per
+    other host (68: the name does not resolve; else ssh's status)."""
+    from gpuprov.launch.preflight import SECTION
+
+    lines = [
+        f"echo '{SECTION}{VERSION_SECTION}'; ( command -v mpirun >/dev/null || exit {NOT_INSTALLED}; "
+        f'mpirun --version ) 2>&1; r=$?; echo "{SECTION}end $r"',
+        f'echo \'{SECTION}{HOME_SECTION}\'; echo "$HOME"; echo "{SECTION}end 0"',
+    ]
+    if host is selected[0] and len(selected) > 1:
+        # ssh as mpirun's daemons will be started: with Open MPI's plm_rsh_args (the mpi role sets the
+        # cluster key and its known hosts there), word-split as Open MPI splits them.
+        lines.append(
+            f"rsh_args=$(ompi_info --parsable --param plm rsh --level 9 2>/dev/null | sed -n {RSH_ARGS_SED})"
+        )
+        for peer in selected[1:]:
+            address = shlex.quote(peer.address)
+            lines.append(
+                f"echo {shlex.quote(SECTION + PEER_SECTION + peer.address)}; "
+                f"if getent ahosts {address} >/dev/null; then "
+                f"ssh {SSH_OPTIONS} $rsh_args {address} true </dev/null 2>&1; r=$?; "
+                f'else r={UNRESOLVED}; fi; echo "{SECTION}end $r"'
+            )
+    return "\n".join(lines) + "\n"
+
+
+def open_mpi_version(output: list[str]) -> str | None:
+    """Open MPI's version from `mpirun --version`'s lines; None for another MPI's mpirun."""
+    for line in output:
+        if line.strip():
+            match = _OPEN_MPI.match(line.strip())
+            return match.group(1) if match else None
+    return None
+
+
+def _installation_problems(checks: list[HostCheck]) -> list[Problem]:
+    from gpuprov.launch.preflight import NOT_READY, Problem
+
+    missing = [c.host.name for c in checks if c.launcher_answers[VERSION_SECTION][1] == NOT_INSTALLED]
+    problems = []
+    if missing:
+        problems.append(
+            Problem(
+                NOT_READY,
+                f"no mpirun on {', '.join(missing)}: apply the role `{ROLE}` to "
+                f"{'it' if len(missing) == 1 else 'them'} (gpuprov bootstrap -e mpi_enabled=true), "
+                "or launch with --launcher torchrun",
+            )
+        )
+    for check in checks:
+        lines, rc = check.launcher_answers[VERSION_SECTION]
+        if rc in (NOT_INSTALLED, None) or (rc == 0 and open_mpi_version(lines)):
+            continue  # None: the session broke, which the environment's check reports
+        first = next((line.strip() for line in lines if line.strip()), f"exit status {rc}")
+        problems.append(
+            Problem(
+                NOT_READY,
+                f"{check.host.name}: mpirun is not Open MPI's (its version says: {first}); "
+                f"gpuprov launches with Open MPI: apply the role `{ROLE}`",
+            )
+        )
+    return problems
+
+
+def _odd_ones(values: dict[str, str]) -> tuple[list[str], str] | None:
+    """The hosts whose value is not the most common one, and that value (None when all agree)."""
+    counts = Counter(values.values())
+    if len(counts) <= 1:
+        return None
+    common = counts.most_common(1)[0][0]
+    return [f"{name} has {value}" for name, value in values.items() if value != common], common
+
+
+def _disagreements(checks: list[HostCheck]) -> list[Problem]:
+    from gpuprov.launch.preflight import NOT_READY, Problem
+
+    problems = []
+    versions = {c.host.name: open_mpi_version(c.launcher_answers[VERSION_SECTION][0]) or "" for c in checks}
+    odd = _odd_ones(versions)
+    if odd:
+        problems.append(
+            Problem(
+                NOT_READY,
+                f"Open MPI versions differ: {', '.join(odd[0])}, the other hosts {odd[1]}; mpirun needs the "
+                f"same Open MPI on every host: apply the role `{ROLE}` (its version is in the lock) to all",
+            )
+        )
+    fixes = (
+        ("home directories", {c.host.name: _home(c) for c in checks}),
+        ("Python envs", {c.host.name: c.python for c in checks if c.python}),
+        ("socket interfaces", {c.host.name: _ifnames(c.host) for c in checks}),
+    )
+    for label, values in fixes:
+        odd = _odd_ones(values)
+        if odd:
+            problems.append(
+                Problem(
+                    NOT_READY,
+                    f"{label} differ: {', '.join(odd[0])}, the other hosts {odd[1]}; mpirun starts every "
+                    "rank with the first host's paths and environment: make them the same, or use "
+                    "--launcher torchrun",
+                )
+            )
+    return problems
+
+
+def _home(check: HostCheck) -> str:
+    lines = check.launcher_answers.get(HOME_SECTION, ([], None))[0]
+    return lines[0].strip() if lines else "?"
+
+
+def _ifnames(host: hosts.Host) -> str:
+    return ",".join(f"{v}={host.vars[v]}" for v in _IFNAME_VARS if host.vars.get(v)) or "none set"
+
+
+def _peer_problems(checks: list[HostCheck]) -> list[Problem]:
+    from gpuprov.launch.preflight import NOT_READY, Problem
+
+    first = checks[0]
+    problems = []
+    for peer in checks[1:]:
+        answer = first.launcher_answers.get(PEER_SECTION + peer.host.address)
+        if answer is None or answer[1] == 0:
+            continue
+        lines, rc = answer
+        if rc == UNRESOLVED:
+            why = (
+                f"cannot resolve {peer.host.name}'s address {peer.host.address} (mpirun's hostfile names it)"
+            )
+            fix = "give the host an address every host resolves (ansible_host)"
+        else:
+            last = next((line.strip() for line in reversed(lines) if line.strip()), f"exit status {rc}")
+            why = (
+                f"cannot start mpirun's daemon on {peer.host.name} over SSH (ssh {peer.host.address}: {last})"
+            )
+            fix = (
+                f"apply the role `{ROLE}` (node-to-node SSH for the run user, host keys checked) to all hosts"
+            )
+        problems.append(Problem(NOT_READY, f"{first.host.name} {why}; {fix}"))
+    return problems
+
+
+def _slot_problems(checks: list[HostCheck]) -> list[Problem]:
+    """A host given more slots than it has GPUs: ranks would share a GPU, which NCCL refuses."""
+    from gpuprov.launch.preflight import INPUT, Problem
+
+    return [
+        Problem(
+            INPUT,
+            f"{c.host.name} has {c.gpus} GPU(s) but --nproc-per-node gives it {c.nproc} slots in mpirun's "
+            "hostfile; give at most one process per GPU ('gpu' or 'auto')",
+        )
+        for c in checks
+        if c.gpus and c.nproc > c.gpus
+    ]
