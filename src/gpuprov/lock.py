@@ -31,6 +31,12 @@ FIELDS: dict[str, tuple[str, str]] = {
     "pytorch_cuda_tag": (r"cpu|cu\d{3,}", 'a PyTorch wheel tag such as "cu124" or "cpu"'),
 }
 
+# Fields a lock may leave out: each belongs to a role that is off by default and refuses to run without it.
+OPTIONAL_FIELDS: dict[str, tuple[str, str]] = {
+    # The Open MPI release series the mpi role installs from each OS's own packages (roles/mpi/vars/).
+    "openmpi_version": (r"\d+\.\d+", 'an Open MPI release series such as "4.1"'),
+}
+
 
 def table_path() -> Path:
     """The table shipped with gpuprov (in the checkout or the installed wheel)."""
@@ -83,8 +89,10 @@ def _shown(value: Any) -> str:
 
 def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
     problems = []
-    for name, (pattern, what) in FIELDS.items():
+    for name, (pattern, what) in {**FIELDS, **OPTIONAL_FIELDS}.items():
         value = gpu_stack.get(name)
+        if name in OPTIONAL_FIELDS and name not in gpu_stack:
+            continue
         if value is None or value == "":
             problems.append(f"gpu_stack.{name} is not set: set it to {what}")
         elif not isinstance(value, str):
@@ -95,10 +103,13 @@ def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
             )
         elif not re.fullmatch(pattern, value):
             problems.append(f"gpu_stack.{name} is {_shown(value)}: it must be {what}")
-    unknown = sorted(str(key) for key in set(gpu_stack) - set(FIELDS))
+    unknown = sorted(str(key) for key in set(gpu_stack) - set(FIELDS) - set(OPTIONAL_FIELDS))
     if unknown:
         names = ", ".join(_shown(key) if not _SHOWN.fullmatch(key) else key for key in unknown)
-        problems.append(f"gpu_stack has unknown fields {names}: the fields are {', '.join(FIELDS)}")
+        problems.append(
+            f"gpu_stack has unknown fields {names}: the fields are {', '.join(FIELDS)}"
+            f" (optional: {', '.join(OPTIONAL_FIELDS)})"
+        )
     return problems
 
 

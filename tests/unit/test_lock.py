@@ -200,7 +200,8 @@ def test_malformed_fields_are_reported_before_pairs():
     assert problems == [
         'gpu_stack.driver_branch is 550, not a string: quote it, e.g. a driver branch such as "550"',
         "gpu_stack.cuda_version is '12': it must be a CUDA version such as \"12.4.1\"",
-        "gpu_stack has unknown fields extra: the fields are " + ", ".join(lock.FIELDS),
+        "gpu_stack has unknown fields extra: the fields are " + ", ".join(lock.FIELDS)
+        + " (optional: openmpi_version)",
     ]
     assert lock.check(missing) == [
         'gpu_stack.nccl_version is not set: set it to an NCCL version such as "2.21.5"'
@@ -221,3 +222,14 @@ def test_a_table_file_without_the_key_is_refused(tmp_path: Path):
     bad.write_text("other: 1\n")
     with pytest.raises(ValueError, match="no 'gpu_stack_compat' mapping"):
         lock.load_table(bad)
+
+
+def test_openmpi_version_is_optional_but_checked_when_given():
+    without = {k: v for k, v in SANDBOX_LOCK.items() if k != "openmpi_version"}
+    assert lock.check(without) == []
+    assert lock.check({**SANDBOX_LOCK, "openmpi_version": "4.1.4"}) == [
+        "gpu_stack.openmpi_version is '4.1.4': it must be an Open MPI release series such as \"4.1\""
+    ]
+    assert lock.check({**SANDBOX_LOCK, "openmpi_version": ""}) == [
+        'gpu_stack.openmpi_version is not set: set it to an Open MPI release series such as "4.1"'
+    ]
