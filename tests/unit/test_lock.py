@@ -200,7 +200,8 @@ def test_malformed_fields_are_reported_before_pairs():
     assert problems == [
         'gpu_stack.driver_branch is 550, not a string: quote it, e.g. a driver branch such as "550"',
         "gpu_stack.cuda_version is '12': it must be a CUDA version such as \"12.4.1\"",
-        "gpu_stack has unknown fields extra: the fields are " + ", ".join(lock.FIELDS)
+        "gpu_stack has unknown fields extra: the fields are "
+        + ", ".join(lock.FIELDS)
         + " (optional: openmpi_version)",
     ]
     assert lock.check(missing) == [

@@ -37,7 +37,9 @@ PURPOSE = "copying Debian packages for the sandbox"
 SUITE = "bookworm"
 ORIGIN = "Debian"
 LABEL = "Debian"
-DESCRIPTION = "gpuprov sandbox: Debian 12 packages for the slurm and mpi roles, copied unchanged from Debian's archive"
+DESCRIPTION = (
+    "gpuprov sandbox: Debian 12 packages for the slurm and mpi roles, copied unchanged from Debian's archive"
+)
 
 # What the apt dependency walk follows: what must be installed, nothing optional.
 _DEPENDS_ONLY = (

@@ -2,7 +2,6 @@
 ranges, and a recorded Open MPI release for every OS release it supports."""
 
 import re
-from pathlib import Path
 
 import pytest
 import yaml
