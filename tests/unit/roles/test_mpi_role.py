@@ -66,7 +66,7 @@ PLATFORM_VARS = ["Debian-12", "Ubuntu-20", "Ubuntu-22", "Ubuntu-24", "RedHat-8",
 def test_every_supported_release_records_its_open_mpi(name: str):
     path = ROLE / "vars" / f"{name}.yml"
     text = path.read_text()
-    assert re.search(r"https?://|apt-cache|openmpi\.spec", text), f"{name}: no source recorded"
+    assert re.search(r"https?://|apt-cache|openmpi\.spec|[Ss]ource:", text), f"{name}: no source recorded"
     releases = yaml.safe_load(text)["__mpi_releases"]
     assert len(releases) == 1  # an OS release ships one Open MPI
     for series, packages in releases.items():
