@@ -40,6 +40,8 @@ OPTIONAL_FIELDS: dict[str, tuple[str, str]] = {
     "container_toolkit_version": (r"\d+\.\d+\.\d+", 'a toolkit release such as "1.18.0"'),
     # Horovod, built by python_env (docs/horovod.md).
     "horovod_version": (r"\d+\.\d+\.\d+", 'a Horovod release such as "0.28.1"'),
+    # The Open MPI release series the mpi role installs from each OS's own packages (roles/mpi/vars/).
+    "openmpi_version": (r"\d+\.\d+", 'an Open MPI release series such as "4.1"'),
 }
 # Every optional field's name, the image's included (what an unknown-field message lists).
 OPTIONAL_NAMES: tuple[str, ...] = (*OPTIONAL_FIELDS, *lock_image.OPTIONAL_FIELDS)
@@ -102,6 +104,8 @@ def _field_problems(gpu_stack: Mapping[str, Any]) -> list[str]:
         if name in OPTIONAL_FIELDS and name not in gpu_stack:
             continue
         value = gpu_stack.get(name)
+        if name in OPTIONAL_FIELDS and name not in gpu_stack:
+            continue
         if value is None or value == "":
             problems.append(f"gpu_stack.{name} is not set: set it to {what}")
         elif not isinstance(value, str):

@@ -223,3 +223,14 @@ def test_a_table_file_without_the_key_is_refused(tmp_path: Path):
     bad.write_text("other: 1\n")
     with pytest.raises(ValueError, match="no 'gpu_stack_compat' mapping"):
         lock.load_table(bad)
+
+
+def test_openmpi_version_is_optional_but_checked_when_given():
+    without = {k: v for k, v in SANDBOX_LOCK.items() if k != "openmpi_version"}
+    assert lock.check(without) == []
+    assert lock.check({**SANDBOX_LOCK, "openmpi_version": "4.1.4"}) == [
+        "gpu_stack.openmpi_version is '4.1.4': it must be an Open MPI release series such as \"4.1\""
+    ]
+    assert lock.check({**SANDBOX_LOCK, "openmpi_version": ""}) == [
+        'gpu_stack.openmpi_version is not set: set it to an Open MPI release series such as "4.1"'
+    ]

@@ -12,6 +12,9 @@ Recorded facts (Debian bookworm, https://packages.debian.org/bookworm/slurmd and
   (bookworm/main and bookworm-security, `apt-cache policy` on the build machine, 2026-11).
 - slurmd and slurmctld depend on slurm-wlm-basic-plugins (= the same version), munge and ucf; the plugins
   package's preinst adds the `slurm` system user (uid 64030).
+- openmpi-bin and libopenmpi3 4.1.4-3+b1 and openmpi-common 4.1.4-3 are bookworm's (bookworm/main,
+  `apt-cache policy`, 2026-11-26); openmpi-bin depends on libopenmpi3, openmpi-common and
+  openssh-client | ssh-client.
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ from pathlib import Path
 from gpuprov import console
 from gpuprov.errors import EnvironmentProblem
 
+# The packages the mpi role installs on Debian 12 (roles/mpi/vars/Debian-12.yml): Open MPI 4.1.4, and through
+# the closure what running it needs (libopenmpi3's libpmix2, libhwloc15, libevent, libfabric1, libucx0 ...).
+OPENMPI_PACKAGES: tuple[str, ...] = ("openmpi-bin", "openmpi-common", "libopenmpi3")
+
 # The packages the slurm role installs on Debian 12 (roles/slurm/vars/Debian.yml); the repository holds
 # them and their whole dependency closure, so it does not depend on what a node image happens to contain.
 PACKAGES: tuple[str, ...] = (
@@ -29,13 +36,16 @@ PACKAGES: tuple[str, ...] = (
     # The container_runtime role's engines (roles/container_runtime/vars/Debian.yml) and runc, the OCI
     # runtime a nested engine needs (crun fails on the build machine's hybrid cgroups).
     "docker.io", "podman", "runc",
+    *OPENMPI_PACKAGES,
 )  # fmt: skip
 REPO_DIR = "debian"
 PURPOSE = "copying Debian packages for the sandbox"
 SUITE = "bookworm"
 ORIGIN = "Debian"
 LABEL = "Debian"
-DESCRIPTION = "gpuprov sandbox: Debian 12 packages for the slurm role, copied unchanged from Debian's archive"
+DESCRIPTION = (
+    "gpuprov sandbox: Debian 12 packages for the slurm and mpi roles, copied unchanged from Debian's archive"
+)
 
 # What the apt dependency walk follows: what must be installed, nothing optional.
 _DEPENDS_ONLY = (

@@ -5,10 +5,13 @@ tasks run here on localhost with the verify steps' registered results as recorde
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from tests.local.roles.local_play import role_task, run_cases
+
+RECORDED = Path(__file__).resolve().parents[2] / "recorded"
 
 # What the verify steps registered on a Debian 12 host (shapes of dpkg-query's and the probe's output).
 READ_BACK = {
@@ -39,6 +42,8 @@ READ_BACK = {
     "__container_runtime_ctk_version": {
         "stdout_lines": ["NVIDIA Container Toolkit CLI version 1.18.0", "commit: 0"]
     },
+    # The mpi role's verify step: ompi_info --version on Debian 12 (tests/recorded/openmpi/), parsed there.
+    "__mpi_version_read": {"stdout": (RECORDED / "openmpi" / "ompi_info-version-debian12.txt").read_text()},
 }
 PUBLISH = [
     role_task("nvidia_driver", "verify.yml", "Publish"),
@@ -47,6 +52,8 @@ PUBLISH = [
     role_task("nccl", "verify.yml", "Publish"),
     role_task("python_env", "verify.yml", "Publish"),
     role_task("container_runtime", "verify.yml", "Publish"),
+    role_task("mpi", "verify.yml", "Take the version"),
+    role_task("mpi", "verify.yml", "Publish"),
 ]
 
 
@@ -85,6 +92,7 @@ def test_each_role_publishes_what_it_read_back(published: dict[str, dict[str, st
         "pytorch": "2.13.0+cpu",
         "container_engine": "docker",
         "container_toolkit": "1.18.0",
+        "openmpi": "4.1.4",
     }
 
 
