@@ -26,7 +26,7 @@ TORCH = {
 }  # fmt: skip
 # The programs that may meet a host's Python before gpuprov knows it is good (gpuprov/onhost/__init__.py):
 # Python 3.6 must parse them, and evaluate their definitions, so that they can say what is wrong.
-OLDEST_PYTHON = {"hostprobe.py", "env_probe.py", "matmul_probe.py", "probe.py", "sockets.py"}
+OLDEST_PYTHON = {"hostprobe.py", "env_probe.py", "matmul_probe.py", "probe.py", "sockets.py", "image_load.py"}
 # The __future__ features Python 3.6 knows; `annotations` (3.7) is a SyntaxError there.
 FUTURES_OF_3_6 = {
     "nested_scopes", "generators", "division", "absolute_import", "with_statement", "print_function",
@@ -59,7 +59,8 @@ def _imports(tree: ast.Module, name: str) -> set[str]:
 def test_the_package_holds_every_host_program() -> None:
     assert set(FILES) == {
         "__init__.py", "agent.py", "allreduce.py", "bench_models.py", "bench_node.py", "env_probe.py",
-        "hostprobe.py", "matmul_probe.py", "probe.py", "receive.py", "run_torchrun.py", "sockets.py",
+        "hostprobe.py", "image_load.py", "matmul_probe.py", "probe.py", "receive.py", "run_torchrun.py",
+        "sockets.py",
     }  # fmt: skip
 
 
