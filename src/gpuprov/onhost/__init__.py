@@ -19,7 +19,8 @@ Which Python each must work with depends on who runs it and what was checked bef
   is 3.6): they must parse on 3.6 and run there far enough to report the Python version and a missing or
   broken torch.
   For these five files and image_load: no `from __future__ import annotations` (a SyntaxError on 3.6)
-  and no other 3.7+ syntax; annotations that Python evaluates (a signature's, a module's) use typing's Dict/List/Optional.
+  and no other 3.7+ syntax; annotations that Python evaluates (a signature's, a module's) use typing's
+  Dict/List/Optional.
 - agent, receive and run_torchrun run with the env's Python after launch's preflight found a working torch
   in it, and bench_node, bench_models and allreduce run under that torchrun: every torch 2.x needs Python
   >= 3.8, so 3.8 is their floor: 3.8 syntax, and nothing evaluated at run time that 3.8 lacks (no
