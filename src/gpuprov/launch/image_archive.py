@@ -31,7 +31,7 @@ from gpuprov import interrupts
 from gpuprov.errors import BadInput, EnvironmentProblem, GpuprovError
 
 ENGINES = ("docker", "podman")  # the controller's engine: the first on PATH
-MISSING = ("no such image", "image not known")  # docker 20.10, podman 4.3 (tests/recorded/engines)
+MISSING = ("no such image", "image not known")  # docker 20.10, podman 4.3 (tests/recorded/container-engines)
 _HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -149,8 +149,5 @@ def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()

@@ -45,7 +45,7 @@ HEADER_WAIT_S = 30 * 60  # the controller saves the archive after every host has
 STOP_WAIT_S = 10.0  # a stopped load's grace before SIGKILL
 TMP_BASE = "/var/tmp"  # Podman's own default for its temporary copy (podman-load(1), TMPDIR)
 ENGINE_PROGRAMS = ("docker", "podman")
-MISSING = ("no such image", "image not known")  # docker 20.10, podman 4.3 (tests/recorded/engines)
+MISSING = ("no such image", "image not known")  # docker 20.10, podman 4.3 (tests/recorded/container-engines)
 
 
 class Problem(Exception):
