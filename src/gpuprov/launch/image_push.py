@@ -281,7 +281,7 @@ def _stop_all(pushes: list[_Push]) -> str:
         except ssh.SessionLost:
             late.append(push.name)
     done = [p.name for p in pushes if p.state == LOADED]
-    words = f"interrupted during --push-image: stopped the load on {len(busy) - len(late)} host(s)"
+    words = f"interrupted during --push-image: stopped the push to {len(busy) - len(late)} host(s)"
     words += "; nothing half-loaded is left"
     if late:
         words += f" except perhaps on {', '.join(late)} (no answer within {STOP_WAIT_S:g} s)"

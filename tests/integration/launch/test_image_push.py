@@ -269,7 +269,7 @@ def test_ctrl_c_stops_every_load_and_leaves_nothing(podman_nodes: PodmanNodes, t
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == ExitCode.INTERRUPTED, err
         assert err.count("\n") == 1 and err.startswith(
-            "interrupted during --push-image: stopped the load on"
+            "interrupted during --push-image: stopped the push to"
         ), err
         for n in nodes:
             assert not node_has(sandbox_name, n.name, image_id)
