@@ -214,6 +214,7 @@ def _send(push: _Push, arc: image_archive.Archive) -> None:
     channel = push.channel
     assert channel is not None
     push.started = time.monotonic()
+    channel.settimeout(None)  # a slow disk may hold the stream for long; keepalives notice a lost host
     try:
         channel.send(json.dumps({"size": arc.size, "sha256": arc.sha256}).encode() + b"\n")
         with arc.path.open("rb") as f:

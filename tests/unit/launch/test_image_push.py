@@ -149,6 +149,9 @@ class FakeHelper:
         self.closed = False
         self.on_send: Any = None
 
+    def settimeout(self, seconds: float | None) -> None:
+        pass
+
     def readline(self) -> bytes:
         return self.answer.encode() + b"\n"
 
