@@ -262,15 +262,15 @@ def test_ctrl_c_stops_every_load_and_leaves_nothing(podman_nodes: PodmanNodes, t
             text=True,
         )
         deadline = time.monotonic() + 120
-        while "podman" not in node(sandbox_name, nodes[1].name, "pgrep -a podman || true"):
+        while "podman load" not in node(sandbox_name, nodes[1].name, "pgrep -a podman || true"):
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == ExitCode.INTERRUPTED, err
-        assert err.count("\n") == 1 and err.startswith(
-            "interrupted during --push-image: stopped the push to"
-        ), err
+        lines = err.splitlines()
+        assert lines[0].startswith("> Pushing ") and len(lines) == 2, err  # the step line, then one line
+        assert lines[1].startswith("interrupted during --push-image: stopped the push to 2 host(s)"), err
         for n in nodes:
             assert not node_has(sandbox_name, n.name, image_id)
             assert leftovers(sandbox_name, n.name) == ""
