@@ -78,12 +78,12 @@ def source(reference: str, file: Path | None = None) -> Source:
     """The image from the archive file, else from the controller's engine; BadInput when it is not there."""
     if file is not None:
         if not file.is_file():
-            raise BadInput(f"--push-image: the archive {file} is not a file; give a `docker save` archive")
+            raise BadInput(f"image push: the archive {file} is not a file; give a `docker save` archive")
         return Source(reference, archive_image_id(file), None, file)
     engine = next((e for e in ENGINES if shutil.which(e)), None)
     if engine is None:
         raise EnvironmentProblem(
-            f"--push-image: neither docker nor podman is on this machine to save {reference} from; "
+            f"image push: neither docker nor podman is on this machine to save {reference} from; "
             "install one and load the image into it, or give the image as an archive file"
         )
     return Source(reference, resolve(engine, reference), engine)
@@ -96,11 +96,11 @@ def resolve(engine: str, reference: str) -> str:
         why = _last_line(proc)
         if any(word in why.lower() for word in MISSING):
             raise BadInput(
-                f"--push-image: {reference} is not in this machine's {engine} ({why}); pull or load it "
+                f"image push: {reference} is not in this machine's {engine} ({why}); pull or load it "
                 "here first (a reference by digest must be the one the engine recorded), then rerun; "
                 "nothing was sent"
             )
-        raise EnvironmentProblem(f"--push-image: {engine} image inspect {reference} failed: {why}")
+        raise EnvironmentProblem(f"image push: {engine} image inspect {reference} failed: {why}")
     return "sha256:" + proc.stdout.strip().removeprefix("sha256:")
 
 
@@ -112,15 +112,15 @@ def archive_image_id(path: Path) -> str:
             manifest = json.load(member) if member is not None else None
     except (OSError, KeyError, tarfile.TarError, ValueError) as exc:
         raise BadInput(
-            f"--push-image: {path} is not an uncompressed docker-archive (`docker save -o FILE IMAGE`) "
+            f"image push: {path} is not an uncompressed docker-archive (`docker save IMAGE > FILE`) "
             f"with a manifest.json ({exc}); make one with docker save or podman save"
         ) from None
     if not isinstance(manifest, list) or len(manifest) != 1 or not isinstance(manifest[0], dict):
-        raise BadInput(f"--push-image: {path} must hold exactly one image (its manifest.json lists more)")
+        raise BadInput(f"image push: {path} must hold exactly one image (its manifest.json lists more)")
     config = str(manifest[0].get("Config", ""))
     found = _HEX.search(config.rsplit("/", 1)[-1])  # "<hex>.json", or "blobs/sha256/<hex>" (Docker 25+)
     if found is None:
-        raise BadInput(f"--push-image: {path}: manifest.json names no config digest ({config!r})")
+        raise BadInput(f"image push: {path}: manifest.json names no config digest ({config!r})")
     return "sha256:" + found[0]
 
 
@@ -133,10 +133,10 @@ def _save(engine: str, reference: str, path: Path) -> None:
     why = _last_line(proc)
     if "no space left" in why.lower():
         raise EnvironmentProblem(
-            f"--push-image: no room to save {reference} in {path.parent} ({why}); free room there or set "
+            f"image push: no room to save {reference} in {path.parent} ({why}); free room there or set "
             "TMPDIR to a folder with room; nothing was sent"
         )
-    raise GpuprovError(f"--push-image: {engine} save {reference} failed: {why}; nothing was sent")
+    raise GpuprovError(f"image push: {engine} save {reference} failed: {why}; nothing was sent")
 
 
 def _engine(engine: str, *args: str) -> subprocess.CompletedProcess[str]:

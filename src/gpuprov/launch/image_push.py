@@ -90,7 +90,7 @@ class PushReport:
         code = ExitCode.HOSTS_UNREACHABLE if any(h.unreachable for h in failed) else ExitCode.PREFLIGHT_FAILED
         reasons = "; ".join(f"{h.host}: {h.reason}" for h in failed)
         return GpuprovError(
-            f"--push-image: {self.image} is not on {len(failed)} host(s) ({reasons}); nothing half-loaded "
+            f"image push: {self.image} is not on {len(failed)} host(s) ({reasons}); nothing half-loaded "
             "was left there; fix that and rerun (hosts that have the image are skipped)",
             code,
         )
@@ -282,7 +282,7 @@ def _stop_all(pushes: list[_Push]) -> str:
         except ssh.SessionLost:
             late.append(push.name)
     done = [p.name for p in pushes if p.state == LOADED]
-    words = f"interrupted during --push-image: stopped the push to {len(busy) - len(late)} host(s)"
+    words = f"interrupted during the image push: stopped the push to {len(busy) - len(late)} host(s)"
     words += "; nothing half-loaded is left"
     if late:
         words += f" except perhaps on {', '.join(late)} (no answer within {STOP_WAIT_S:g} s)"

@@ -270,7 +270,7 @@ def test_ctrl_c_stops_every_load_and_leaves_nothing(podman_nodes: PodmanNodes, t
         assert proc.returncode == ExitCode.INTERRUPTED, err
         lines = err.splitlines()
         assert lines[0].startswith("> Pushing ") and len(lines) == 2, err  # the step line, then one line
-        assert lines[1].startswith("interrupted during --push-image: stopped the push to 2 host(s)"), err
+        assert lines[1].startswith("interrupted during the image push: stopped the push to 2 host(s)"), err
         for n in nodes:
             assert not node_has(sandbox_name, n.name, image_id)
             assert leftovers(sandbox_name, n.name) == ""

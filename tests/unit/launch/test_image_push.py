@@ -357,7 +357,7 @@ def test_ctrl_c_stops_every_load_and_says_so_in_one_line(cluster: dict[str, Any]
         push(names)
     assert caught.value.exit_code == ExitCode.INTERRUPTED
     assert caught.value.message == (
-        "interrupted during --push-image: stopped the push to 2 host(s); nothing half-loaded is left"
+        "interrupted during the image push: stopped the push to 2 host(s); nothing half-loaded is left"
     )
     for name in ("node2", "node3"):  # their input was ended: each helper stops its load and exits
         assert cluster["helpers"][name].input_ended.is_set()
