@@ -417,3 +417,17 @@ def test_the_helper_splits_a_prefix_from_the_engine(
     engine: list[str], prefix: list[str], own: list[str]
 ) -> None:
     assert image_load.split_engine(engine) == (prefix, own)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "rc"), [("docker-20.10-tag-missing.txt", 1), ("podman-4.3-tag-missing.txt", 125)]
+)
+def test_a_load_that_left_another_image_fails_its_tag(
+    monkeypatch: pytest.MonkeyPatch, recorded: str, rc: int
+) -> None:
+    text = (RECORDED / recorded).read_text()
+    monkeypatch.setattr(image_load, "engine_run", lambda engine, args: (rc, "", text))
+    with pytest.raises(image_load.Problem, match="the load finished but the engine has no image sha256:dc2e"):
+        image_load.check_loaded(["docker"], IMAGE_ID, "repo/img:gpuprov-dc2e9b9faa20")
+    monkeypatch.setattr(image_load, "engine_run", lambda engine, args: (0, "", ""))
+    image_load.check_loaded(["docker"], IMAGE_ID, "repo/img:gpuprov-dc2e9b9faa20")
