@@ -12,5 +12,7 @@ host before anything starts: SSH, the environment's answers, the port test), pla
 per-host scripts), render (Jinja2 templates), push (SFTP), flow (an SSH launch: plan, push, start, attached
 or detached), attached (this client attached to a job's hosts: output, exits, teardown), stopping (stop a
 job on hosts), control (jobs / logs / stop from a job's record), remote (job paths and agent commands),
-stream (live output), jobs (local job records), sbatch (--emit-sbatch), slurm (--scheduler slurm).
+stream (live output), jobs (local job records), sbatch (--emit-sbatch), slurm (--scheduler slurm),
+image_push (--push-image: stream an image to the hosts whose engine lacks it), image_archive (where the
+pushed image comes from on the controller: its engine's save, or an archive file).
 """
