@@ -83,6 +83,7 @@ def check(gpu_stack: Mapping[str, Any], table: Mapping[str, Any] | None = None) 
         *_pytorch_problems(lock, tbl),
         *lock_image.driver_problems(gpu_stack, tbl),
         *_horovod_problems(lock, tbl),
+        *_toolkit_problems(gpu_stack, tbl),
     ]
 
 
@@ -233,6 +234,19 @@ def _horovod_problems(lock: Mapping[str, str], table: Mapping[str, Any]) -> list
         f"horovod_version {version} does not build against pytorch_version {pytorch}: {row['fails']}; "
         f"the newest PyTorch it builds against is {newest}.x (in the table: {_list(fitting)}): "
         f"lock such a PyTorch, or leave horovod_version out"
+    ]
+
+
+def _toolkit_problems(gpu_stack: Mapping[str, Any], table: Mapping[str, Any]) -> list[str]:
+    """A toolkit release the table refuses (`container_toolkit_refused`): what breaks and what to lock."""
+    version = gpu_stack.get("container_toolkit_version")
+    row = _row(table, "container_toolkit_refused", str(version)) if version else None
+    if row is None:
+        return []
+    why = " ".join(str(row["why"]).split())
+    return [
+        f"container_toolkit_version {version} is refused: {why}; lock {row['fixed_in']} or later "
+        f"(source: {' '.join(str(row['source']).split())})"
     ]
 
 

@@ -234,3 +234,20 @@ def test_openmpi_version_is_optional_but_checked_when_given():
     assert lock.check({**SANDBOX_LOCK, "openmpi_version": ""}) == [
         'gpu_stack.openmpi_version is not set: set it to an Open MPI release series such as "4.1"'
     ]
+
+
+def test_a_refused_toolkit_release_names_what_breaks_and_what_to_lock():
+    problems = lock.check(with_(container_toolkit_version="1.18.1"))
+    assert len(problems) == 1
+    assert problems[0].startswith(
+        "container_toolkit_version 1.18.1 is refused: its nvidia-cdi-refresh.service runs only when "
+        "modules.dep names nvidia.ko followed by ':', so it skips compressed modules"
+    )
+    assert (
+        "lock 1.18.2 or later (source: github.com/NVIDIA/nvidia-container-toolkit commit 5172ba91"
+        in problems[0]
+    )
+    assert lock.check(with_(container_toolkit_version="1.18.2")) == []
+    assert lock.check(with_(container_toolkit_version="1.18.0")) == []
+    for row in lock.load_table()["container_toolkit_refused"]:
+        assert row["why"] and row["fixed_in"] and row["source"], row
