@@ -254,6 +254,21 @@ def _sbatch_path(given: str | None) -> Path | None:
     return path
 
 
+# An image reference as engines write it (NAME[:TAG][@sha256:DIGEST]); one word, never an option.
+_IMAGE_REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
+
+
+def _image(given: str | None) -> str | None:
+    if given is None:
+        return None
+    if not _IMAGE_REFERENCE.fullmatch(given) or given.endswith((":", "@", "/")):
+        raise BadInput(
+            f"--image {given!r} is not an image reference; give NAME[:TAG][@sha256:DIGEST], e.g. "
+            "nvcr.io/nvidia/pytorch:25.01-py3@sha256:..."
+        )
+    return given
+
+
 def _script_args(given: tuple[str, ...]) -> tuple[str, ...]:
     # `SCRIPT -- ARGS`: the separator is gpuprov's, not the script's
     return tuple(given[1:] if given[:1] == ("--",) else given)
@@ -353,6 +368,18 @@ class LaunchOptions:
         help="Write an sbatch script for the same job; start nothing.",
         parse=_sbatch_path,
     )
+    image: str | None = cli_options.option(
+        "--image",
+        default=None,
+        metavar="IMAGE",
+        help="Run the ranks inside this container image on every host (docker or podman; see "
+        "docs/containers.md). Best given by digest (NAME@sha256:...).",
+        parse=_image,
+    )
+    push_image: bool = cli_options.flag(
+        "--push-image",
+        help="Stream --image from this machine to the hosts that lack it (no registry needed).",
+    )
     scheduler: str = cli_options.option(  # "slurm": submitted to Slurm (gpuprov.launch.slurm)
         "--scheduler",
         type=click.Choice(SCHEDULERS),
@@ -367,6 +394,8 @@ class LaunchOptions:
 def _finish(opts: LaunchOptions) -> LaunchOptions:
     """The rules between options; the script looked up in --workdir."""
     host_options.check_selection(opts.nodes, opts.hosts)
+    if opts.push_image and opts.image is None:
+        raise BadInput("--push-image needs --image: name the image to push")
     if opts.detach and opts.dry_run:
         raise BadInput("--detach and --dry-run exclude each other")
     if opts.limit is not None and opts.scheduler == "slurm":

@@ -11,6 +11,7 @@ import queue
 import re
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -86,7 +87,10 @@ class HostStream:
 class Printer:
     """Prints lines as 'host/rank | text' and appends them to one local log file per host."""
 
-    def __init__(self, hosts: list[str], log_paths: dict[str, Path]) -> None:
+    def __init__(
+        self, hosts: list[str], log_paths: dict[str, Path], watch: Callable[[str, str], None] | None = None
+    ) -> None:
+        self.watch = watch  # sees every line (nccl_transport.Watch: NCCL's transport on IB hosts)
         self.width = max(len(h) for h in hosts) + 3
         self.colors = {h: COLORS[i % len(COLORS)] for i, h in enumerate(hosts)}
         self.logs: dict[str, IO[str]] = {}
@@ -101,6 +105,8 @@ class Printer:
         rank, body = (match.group(1), match.group(2).removeprefix(" ")) if match else ("-", text)
         console.job_line(f"{host}/{rank}".ljust(self.width), body, self.colors.get(host, "white"))
         self.tails[host].append(text)
+        if self.watch is not None:
+            self.watch(host, text)
         log = self.logs.get(host)
         if log is not None:
             log.write(text + "\n")

@@ -42,13 +42,19 @@ class HostPython:
         _probe(check)
 
     def finish_check(self, check: HostCheck) -> None:
-        _finish_import(check)
+        finish_import(check)
 
     def disagreements(self, checks: list[HostCheck]) -> list[Problem]:
         return _versions_agree(checks)
 
     def describe(self, check: HostCheck) -> str:
         return f"python {check.python}, torch {check.torch}, CUDA {check.cuda}, NCCL {check.nccl}"
+
+    def rank_python(self, check: HostCheck) -> str:
+        return check.python
+
+    def host_script(self, script: str, job_id: str, job_dir: str, check: HostCheck) -> str:
+        return script  # the launcher's script runs on the host as it is
 
 
 def host_check_command(given_python: str | None, count_gpus: bool) -> str:
@@ -186,8 +192,11 @@ def _read_checks(check: HostCheck, answers: Sections, count_gpus: bool) -> bool:
     return True
 
 
-def _finish_import(check: HostCheck) -> None:
-    """End the host's check: wait for its `import torch`, whose versions replace those read from files."""
+def finish_import(check: HostCheck, where: str | None = None) -> None:
+    """End the host's check: wait for its `import torch`, whose versions replace those read from files.
+
+    where: the interpreter as the messages name it (default check.python; an image's: `python3 in IMAGE`)."""
+    where = where or check.python
     answers = check.answers
     if answers is None:
         return
@@ -205,7 +214,7 @@ def _finish_import(check: HostCheck) -> None:
         check.problems.append(
             Problem(
                 NOT_READY,
-                f"{name}: `import torch` with {check.python} did not report ({answers.last_other()})",
+                f"{name}: `import torch` with {where} did not report ({answers.last_other()})",
             )
         )
         check.torch = None
@@ -214,7 +223,7 @@ def _finish_import(check: HostCheck) -> None:
         answers.channel.close()
     if "error" in info:
         check.problems.append(
-            Problem(NOT_READY, f"{name}: the env {check.python} cannot import torch ({info['error']})")
+            Problem(NOT_READY, f"{name}: the env {where} cannot import torch ({info['error']})")
         )
         check.torch = None
         return

@@ -1,0 +1,131 @@
+"""How a job's ranks run in a container on one host: the engine, the `run` flags and run.sh around the
+launcher's script (templates/container.sh.j2), and what the host's answers say is missing.
+
+The flags, and why (sources in docs/containers.md):
+- `--network host`: ranks reach each other and the rendezvous at the host's addresses and ports;
+- `--ipc host`: the host's /dev/shm, NCCL's shared-memory transport (Docker's 64 MB default breaks it:
+  nccl#290, #342), and CUDA IPC between the ranks' processes;
+- `--ulimit memlock=-1:-1` (pinned memory for NCCL and InfiniBand) and `--ulimit stack=67108864`, as
+  NVIDIA's PyTorch container documentation runs its images;
+- GPUs: `--gpus all` (Docker, through the nvidia runtime's hook) or `--device nvidia.com/gpu=all` (CDI:
+  Podman), only on hosts with GPUs;
+- InfiniBand: `--device /dev/infiniband` and `--cap-add IPC_LOCK` where the host has IB devices;
+- `--init`: a small init as PID 1 forwards signals to the ranks' launcher and reaps what it leaves;
+- `--rm`, `--pull never`, `--name gpuprov-<job id>`: the one container of the job on the host, removed when
+  it ends, never a pull in the middle of a start.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+ENGINES = ("docker", "podman")
+IN_CONTAINER_SCRIPT = "in-container.sh"
+CONTAINER_FILE = "container"  # in the job's directory: the engine's command and the container's name
+TEMPLATE = "container.sh.j2"
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str  # docker or podman
+    sudo: bool = False  # run through `sudo -n` (the user cannot use the engine directly)
+
+    @property
+    def argv(self) -> list[str]:
+        return ["sudo", "-n", self.name] if self.sudo else [self.name]
+
+    @property
+    def label(self) -> str:
+        return " ".join(self.argv)
+
+
+def container_name(job_id: str) -> str:
+    return f"gpuprov-{job_id}"
+
+
+def run_flags(engine: str, gpus: bool, ib: bool) -> list[str]:
+    """The flags of every container gpuprov starts for a job (and of preflight's check container)."""
+    flags = ["--init", "--pull", "never", "--network", "host", "--ipc", "host"]
+    flags += ["--ulimit", "memlock=-1:-1", "--ulimit", "stack=67108864"]
+    if gpus:
+        flags += ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
+    if ib:
+        flags += ["--device", "/dev/infiniband", "--cap-add", "IPC_LOCK"]
+    return flags
+
+
+def toolkit_problem(engine: Engine, info_json: str, cdi_files: list[str], gpus: int) -> str | None:
+    """What keeps the engine from running the job's containers (from `ENGINE info` and the CDI specs)."""
+    try:
+        info = json.loads(info_json)
+    except ValueError:
+        return f"`{engine.label} info` did not answer in JSON"
+    if engine.name == "podman" and info.get("host", {}).get("security", {}).get("rootless"):
+        return (
+            "Podman runs rootless for this user and `sudo -n podman` is not allowed; gpuprov runs Podman as "
+            "root (allow the user `sudo -n podman`)"
+        )
+    if gpus == 0:
+        return None
+    if engine.name == "docker":
+        runtimes = sorted(info.get("Runtimes") or {})
+        if "nvidia" not in runtimes:
+            return (
+                f"the host has {gpus} GPU(s) but Docker has no nvidia runtime (docker info Runtimes: "
+                f"{', '.join(runtimes) or 'none'}; NVIDIA Container Toolkit's `nvidia-ctk runtime configure` "
+                "adds it)"
+            )
+        return None
+    if not [line for line in cdi_files if line.strip()]:
+        return (
+            f"the host has {gpus} GPU(s) but no CDI spec names nvidia.com/gpu (in /etc/cdi or /var/run/cdi; "
+            "`nvidia-ctk cdi generate` writes one)"
+        )
+    return None
+
+
+def inside_problems(seen: dict[str, str], host_ib: list[str], gpus: int) -> list[str]:
+    """What the check container saw that the job cannot run with (memlock, /dev/shm, IB devices, verbs)."""
+    problems = []
+    memlock = seen.get("memlock", "")
+    if memlock != "unlimited":
+        problems.append(f"memlock inside the container is {memlock or 'unknown'} KiB, not unlimited")
+    shm = seen.get("shm", "")
+    if gpus and (not shm.isdigit() or int(shm) < 1024 * 1024):
+        problems.append(
+            f"/dev/shm inside the container is {shm or 'unknown'} KiB; NCCL needs at least 1 GiB "
+            "(nccl#290, #342): give the host a larger /dev/shm"
+        )
+    if host_ib:
+        inside = set(seen.get("ib", "").split())
+        lacking = [d for d in host_ib if d not in inside]
+        if lacking:
+            problems.append(f"InfiniBand devices {', '.join(lacking)} are not visible inside the container")
+        if seen.get("verbs", "0") in ("", "0"):
+            problems.append(
+                "the host has InfiniBand but the image has no libibverbs, so NCCL would fall back to sockets "
+                "(nccl#451); use an image with rdma-core (NVIDIA's NGC images have it)"
+            )
+    return problems
+
+
+def wrap(script: str, *, engine: Engine, image: str, name: str, job_dir: str, gpus: bool, ib: bool) -> str:
+    """run.sh: the launcher's script written into the job's directory and run inside the container."""
+    from gpuprov.launch import render
+
+    marker = "GPUPROV_END_OF_SCRIPT"
+    while marker in script:
+        marker += "_"
+    return render.load(None, TEMPLATE).render(
+        script=script.rstrip("\n"),
+        marker=marker,
+        engine=engine.argv,
+        engine_name=engine.name,
+        image=image,
+        name=name,
+        job_dir=job_dir,
+        flags=run_flags(engine.name, gpus, ib),
+        in_container=IN_CONTAINER_SCRIPT,
+        container_file=CONTAINER_FILE,
+    )
