@@ -158,7 +158,7 @@ def host_check_command(image: str, wanted: str | None, count_gpus: bool, image_p
         'if [ "$engine" = podman ] && [ "$(id -u)" != 0 ] && sudo -n true 2>/dev/null; then '
         'via=sudo; run="sudo -n podman"; fi; '
         "out=$($run info --format '{{json .}}' 2>&1); r=$?; "
-        'if [ $r -ne 0 ] && [ $via = user ] && sudo -n true 2>/dev/null; then '
+        "if [ $r -ne 0 ] && [ $via = user ] && sudo -n true 2>/dev/null; then "
         'via=sudo; run="sudo -n $engine"; '
         "out=$($run info --format '{{json .}}' 2>&1); r=$?; fi; "
         f'printf \'%s\\n\' "$out"; echo "{SECTION}end $r"; echo "{SECTION}via $via"',
@@ -202,7 +202,7 @@ def _inside_command(image: str, image_python: str) -> str:
     for engine in ENGINES:
         for gpus in (0, 1):
             for ib in (0, 1):
-                flags = " ".join(container_run.run_flags(engine, bool(gpus), bool(ib)))
+                flags = " ".join(container_run.run_words(engine, bool(gpus), bool(ib)))
                 cases.append(f"{engine}:{gpus}:{ib}) flags={q(flags)} ;;")
     return "\n".join(
         [

@@ -44,15 +44,20 @@ def container_name(job_id: str) -> str:
     return f"gpuprov-{job_id}"
 
 
-def run_flags(engine: str, gpus: bool, ib: bool) -> list[str]:
-    """The flags of every container gpuprov starts for a job (and of preflight's check container)."""
-    flags = ["--init", "--pull", "never", "--network", "host", "--ipc", "host"]
-    flags += ["--ulimit", "memlock=-1:-1", "--ulimit", "stack=67108864"]
+def run_flags(engine: str, gpus: bool, ib: bool) -> list[list[str]]:
+    """The flags of every container gpuprov starts for a job (and of preflight's check container), each
+    option with its value."""
+    flags = [["--init"], ["--pull", "never"], ["--network", "host"], ["--ipc", "host"]]
+    flags += [["--ulimit", "memlock=-1:-1"], ["--ulimit", "stack=67108864"]]
     if gpus:
-        flags += ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
+        flags.append(["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"])
     if ib:
-        flags += ["--device", "/dev/infiniband", "--cap-add", "IPC_LOCK"]
+        flags += [["--device", "/dev/infiniband"], ["--cap-add", "IPC_LOCK"]]
     return flags
+
+
+def run_words(engine: str, gpus: bool, ib: bool) -> list[str]:
+    return [word for flag in run_flags(engine, gpus, ib) for word in flag]
 
 
 def toolkit_problem(engine: Engine, info_json: str, cdi_files: list[str], gpus: int) -> str | None:
@@ -125,7 +130,7 @@ def wrap(script: str, *, engine: Engine, image: str, name: str, job_dir: str, gp
         image=image,
         name=name,
         job_dir=job_dir,
-        flags=run_flags(engine.name, gpus, ib),
+        flags=[" ".join(render.quote(word) for word in flag) for flag in run_flags(engine.name, gpus, ib)],
         in_container=IN_CONTAINER_SCRIPT,
         container_file=CONTAINER_FILE,
     )
