@@ -37,7 +37,9 @@ case "$1" in
     setsid bash "${@: -1}" & echo $! > "$FAKE_STATE/$name"
     wait $!; rc=$?; rm -f "$FAKE_STATE/$name"; exit $rc ;;
   kill) [ -f "$FAKE_STATE/$name" ] && kill -TERM "$(cat "$FAKE_STATE/$name")" ;;
-  wait) while [ -f "$FAKE_STATE/$name" ]; do sleep 0.02; done ;;
+  wait)  # until the container's process has exited (its client may be gone)
+    pid=$(cat "$FAKE_STATE/$name" 2>/dev/null) || exit 0
+    while [ -e "/proc/$pid" ] && ! grep -q ') [ZX]' "/proc/$pid/stat" 2>/dev/null; do sleep 0.02; done ;;
   rm) [ -f "$FAKE_STATE/$name" ] && kill -KILL "$(cat "$FAKE_STATE/$name")"; rm -f "$FAKE_STATE/$name" ;;
 esac
 """
@@ -60,7 +62,7 @@ def test_the_script_runs_the_launchers_script_in_the_jobs_one_container() -> Non
         "  --ulimit memlock=-1:-1 \\\n  --ulimit stack=67108864 \\\n  --gpus all \\\n"
         '  --user "$(id -u):$(id -g)" --env HOME="$HOME" --env GPUPROV_JOB_ID \\\n'
         '  --volume "$job:$job" --workdir "$job" \\\n'
-        f'  {IMAGE} bash "$job"/in-container.sh &\nwait $!\n'
+        f'  {IMAGE} bash "$job"/in-container.sh &\ncode=0\nwait $! || code=$?\nexit "$code"\n'
     )
     assert "engine=(sudo -n docker)\n" in text and f"name=gpuprov-{JOB_ID}\n" in text
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
