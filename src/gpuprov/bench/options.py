@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpuprov import cli_options, host_options, paths
 from gpuprov.errors import BadInput
+from gpuprov.launch import api as launch_api
 
 # The models node.py can build (models.MODELS; a unit test keeps the two lists equal) and their default
 # per-GPU batch: 256 for ResNet-50 as NVIDIA's Deep Learning Examples train it; 128 for ViT-B/16 is
@@ -128,6 +129,13 @@ class BenchOptions:
     )
     windows: int | None = cli_options.option(
         "--windows", type=int, default=None, help="Timed windows [default: 5; 3 on a CPU].", parse=_AT_LEAST_1
+    )
+    image: str | None = cli_options.option(
+        "--image",
+        default=None,
+        metavar="IMAGE",
+        help="Run the benchmark inside this container image on every host (as `gpuprov launch --image`).",
+        parse=launch_api.parse_image,
     )
     json: bool = host_options.json_flag("Print the results as JSON instead of the table.")
     out: Path | None = cli_options.option(

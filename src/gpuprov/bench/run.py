@@ -79,8 +79,9 @@ def one_run(
     console.step(f"bench: {label} on {', '.join(names)}")
     with console.protocol_lines_hidden(RESULT_MARKER):  # read from the log by read_result, never shown
         job_id = launch.run_job(
-            script, inventory, names, nproc=nproc, script_args=opts.node_args(), workdir=script.parent
-        )
+            script, inventory, names, nproc=nproc, script_args=opts.node_args(), workdir=script.parent,
+            image=opts.image,
+        )  # fmt: skip
     return RunResult(label, len(names), job_id, read_result(job_id, names[0]), tuple(names))
 
 

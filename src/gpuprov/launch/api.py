@@ -13,10 +13,10 @@ from pathlib import Path
 
 from gpuprov import hosts
 from gpuprov.launch import jobs, selection
-from gpuprov.launch.options import Nproc
+from gpuprov.launch.options import Nproc, parse_image
 from gpuprov.launch.selection import HostChoice
 
-__all__ = ["AUTO", "HostChoice", "Nproc", "choose_hosts", "job_log", "run_job"]
+__all__ = ["AUTO", "HostChoice", "Nproc", "choose_hosts", "job_log", "parse_image", "run_job"]
 
 AUTO = Nproc("auto")  # one process per GPU, or 1 on a host without GPUs
 
@@ -36,8 +36,10 @@ def run_job(
     nproc: Nproc = AUTO,
     script_args: Sequence[str] = (),
     workdir: Path | None = None,
+    image: str | None = None,
 ) -> str:
-    """Run script on the named hosts (in that order) as one attached launch job; return its id.
+    """Run script on the named hosts (in that order) as one attached launch job; return its id. image:
+    its ranks run inside this container image (`gpuprov launch --image`), preflight included.
 
     GpuprovError when the job failed (its hosts are stopped), KeyboardInterrupt on Ctrl-C, as `gpuprov
     launch` itself."""
@@ -51,6 +53,7 @@ def run_job(
         hosts=tuple(host_names),
         nproc=nproc,
         workdir=workdir,
+        image=image,
     )
     return flow.launch(opts)
 

@@ -258,7 +258,8 @@ def _sbatch_path(given: str | None) -> Path | None:
 _IMAGE_REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
 
 
-def _image(given: str | None) -> str | None:
+def parse_image(given: str | None) -> str | None:
+    """--image: one image reference as engines take it (the hosts' engines judge the rest in preflight)."""
     if given is None:
         return None
     if not _IMAGE_REFERENCE.fullmatch(given) or given.endswith((":", "@", "/")):
@@ -374,7 +375,7 @@ class LaunchOptions:
         metavar="IMAGE",
         help="Run the ranks inside this container image on every host (docker or podman; see "
         "docs/containers.md). Best given by digest (NAME@sha256:...).",
-        parse=_image,
+        parse=parse_image,
     )
     push_image: bool = cli_options.flag(
         "--push-image",

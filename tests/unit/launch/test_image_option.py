@@ -90,3 +90,25 @@ def test_hosts_the_push_could_not_load_are_named(monkeypatch: pytest.MonkeyPatch
         "nothing was started"
     )
     assert not isinstance(raised.value, BadInput)
+
+
+def test_check_and_bench_run_their_jobs_in_the_image(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gpuprov.bench import options as bench_options
+    from gpuprov.bench import run as bench_run
+    from gpuprov.check import bandwidth
+    from gpuprov.launch import api
+
+    asked: list[str | None] = []
+
+    def run_job(script: Path, inventory: Path, names: list[str], **kwargs: Any) -> str:
+        asked.append(kwargs.get("image"))
+        raise GpuprovError("stop here")
+
+    monkeypatch.setattr(api, "run_job", run_job)
+    image = f"torch@{DIGEST}"
+    with pytest.raises(GpuprovError):
+        bandwidth.measure(tmp_path, ["node1"], image)
+    opts = bench_options.BenchOptions(image=image)  # type: ignore[call-arg]
+    with pytest.raises(GpuprovError):
+        bench_run.one_run(opts, tmp_path, tmp_path / "node.py", ["node1"], api.AUTO, "1 node")
+    assert asked == [image, image]
