@@ -153,3 +153,4 @@ class SbatchJob:
     file_name: str
     # True: workdir is relative to the directory sbatch is run in (gpuprov launch --scheduler slurm).
     workdir_relative: bool = False
+    image: str = ""  # --image: the ranks run inside it (launch.environments.container_slurm)

@@ -198,20 +198,12 @@ def _inside_command(image: str, image_python: str) -> str:
             "exec " + onhost.python_command(image_python, probe_code(), "check"),
         ]
     )
-    cases = []
-    for engine in ENGINES:
-        for gpus in (0, 1):
-            for ib in (0, 1):
-                flags = " ".join(container_run.run_words(engine, bool(gpus), bool(ib)))
-                cases.append(f"{engine}:{gpus}:{ib}) flags={q(flags)} ;;")
     return "\n".join(
         [
             # GPUs: the inventory's count or nvidia-smi's rows (smi); IB: /dev/infiniband has devices
             '[ "${gpus:-0}" -gt 0 ] 2>/dev/null && g=1 || g=0',
             'ib=0; [ -n "$(ls /dev/infiniband 2>/dev/null)" ] && ib=1',
-            'case "$engine:$g:$ib" in',
-            *cases,
-            "esac",
+            *container_run.flags_case("engine", "g", "ib"),
             f"name=gpuprov-check-{secrets.token_hex(4)}",
             f'$run run --rm -i --name "$name" $flags {q(image)} sh -c {q(inside)} 2>&1; r=$?; '
             f'echo "{SECTION}end $r"',

@@ -18,6 +18,7 @@ The flags, and why (sources in docs/containers.md):
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 
 ENGINES = ("docker", "podman")
@@ -58,6 +59,18 @@ def run_flags(engine: str, gpus: bool, ib: bool) -> list[list[str]]:
 
 def run_words(engine: str, gpus: bool, ib: bool) -> list[str]:
     return [word for flag in run_flags(engine, gpus, ib) for word in flag]
+
+
+def flags_case(engine_var: str, gpus_var: str, ib_var: str) -> list[str]:
+    """A bash `case` that sets $flags to run_words() for the engine and the host's GPUs (1/0) and IB (1/0)
+    in those variables: the same flags where the shell, not gpuprov, learns the host (preflight, Slurm)."""
+    lines = [f'case "${engine_var}:${gpus_var}:${ib_var}" in']
+    for engine in ENGINES:
+        for gpus in (0, 1):
+            for ib in (0, 1):
+                words = " ".join(shlex.quote(w) for w in run_words(engine, bool(gpus), bool(ib)))
+                lines.append(f"{engine}:{gpus}:{ib}) flags={shlex.quote(words)} ;;")
+    return [*lines, "esac"]
 
 
 def toolkit_problem(engine: Engine, info_json: str, cdi_files: list[str], gpus: int) -> str | None:

@@ -46,4 +46,10 @@ class Torchrun:
         fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else '"${SLURM_GPUS_ON_NODE:-1}"'
         quoted = render.quote(job.workdir)
         fields["workdir_expr"] = f'"$SLURM_SUBMIT_DIR"/{quoted}' if job.workdir_relative else quoted
+        fields["container_block"] = ""
+        if job.image:  # the ranks inside the image: pyxis, else each node's engine
+            from gpuprov.launch.environments import container_slurm
+
+            names = [*job.env, *self.job_env()]
+            fields["container_block"] = container_slurm.block(job, fields["workdir_expr"], names)
         return render.load(None, SBATCH_TEMPLATE).render(**fields)
