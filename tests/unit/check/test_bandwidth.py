@@ -33,7 +33,7 @@ def pair_speeds(monkeypatch: pytest.MonkeyPatch) -> dict[frozenset[str], float]:
     """Each pair's time per repetition; measure() answers from it (slower pair: longer time)."""
     speeds: dict[frozenset[str], float] = {}
 
-    def fake(inventory: Path, names: list[str]) -> dict[str, Any]:
+    def fake(inventory: Path, names: list[str], image: str | None = None) -> dict[str, Any]:
         return report(len(names), [speeds[frozenset(names)]] * 5, size=10**9)
 
     monkeypatch.setattr(bandwidth, "measure", fake)
@@ -62,7 +62,7 @@ def test_every_pair_slow_names_the_first_host(pair_speeds: dict[frozenset[str], 
 def test_one_slow_pair_alone_names_no_host(monkeypatch: pytest.MonkeyPatch) -> None:
     """a <-> b could not run, a <-> c missed: a or c is slow, the pairs cannot say which."""
 
-    def fake(inventory: Path, names: list[str]) -> dict[str, Any]:
+    def fake(inventory: Path, names: list[str], image: str | None = None) -> dict[str, Any]:
         if "b" in names:
             raise GpuprovError("the all-reduce job printed no result")
         return report(2, [10.0] * 5, size=10**9)
