@@ -32,8 +32,8 @@ def image(launch_sandbox: Sandbox) -> str:
                  "container_runtime_enabled=true", timeout=1800)  # fmt: skip
     assert applied.returncode == 0, applied.stderr
     for node in ("node1", "node2"):
-        pulled = docker_exec(container(launch_sandbox, node), "sh", "-c",
-                             f"command -v docker >/dev/null && docker pull {found} || podman pull {found}")  # fmt: skip
+        pull = f"command -v docker >/dev/null && docker pull {found} || podman pull {found}"
+        pulled = docker_exec(container(launch_sandbox, node), "sh", "-c", pull)
         assert pulled.returncode == 0, pulled.stdout + pulled.stderr
     return str(found)
 
