@@ -30,7 +30,7 @@ DOCKER, PODMAN = "docker-20.10.24", "podman-4.3.1"
 
 # The fake engine: `info` and `image inspect` print the recorded answers of the engine the host has;
 # `run` prints a recorded failure when the host has one, else runs the container's `sh -c SCRIPT` here,
-# where `ulimit -l` answers as `--ulimit memlock=-1:-1` makes it (this machine cannot raise it).
+# where `ulimit -l` answers as `--ulimit memlock=-1:-1` makes it when given (this machine cannot raise it).
 FAKE_ENGINE = r"""#!/bin/bash
 rec=$FAKE_RECORDED/$FAKE_ENGINE_VERSION
 echo "$*" >> "$FAKE_LOG"
@@ -41,7 +41,8 @@ case "$1" in
     cat "$rec-image-inspect-missing.txt"; exit "$FAKE_MISSING_RC" ;;
   run)
     if [ -n "$FAKE_RUN_ERROR" ]; then cat "$rec-$FAKE_RUN_ERROR.txt"; exit 125; fi
-    exec bash -c "ulimit() { echo unlimited; }; ${@: -1}" ;;
+    case " $* " in *" memlock=-1:-1 "*) exec bash -c "ulimit() { echo unlimited; }; ${@: -1}" ;; esac
+    exec bash -c "${@: -1}" ;;
 esac
 """
 
@@ -256,6 +257,8 @@ def test_ib_devices_the_container_does_not_see_and_a_missing_verbs_library_are_p
     low = {**seen, "memlock": "8192", "verbs": "2", "ib": "rdma_cm uverbs0"}
     memlock = container_run.inside_problems(low, ["rdma_cm", "uverbs0"], gpus=8)
     assert memlock == ["memlock inside the container is 8192 KiB, not unlimited"]
+    # gloo over TCP pins no memory: a host without GPUs or IB keeps the engine's default limit
+    assert container_run.inside_problems({**low, "ib": ""}, [], gpus=0) == []
 
 
 def test_rootless_podman_is_refused() -> None:

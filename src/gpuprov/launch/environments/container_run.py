@@ -5,8 +5,9 @@ The flags, and why (sources in docs/containers.md):
 - `--network host`: ranks reach each other and the rendezvous at the host's addresses and ports;
 - `--ipc host`: the host's /dev/shm, NCCL's shared-memory transport (Docker's 64 MB default breaks it:
   nccl#290, #342), and CUDA IPC between the ranks' processes;
-- `--ulimit memlock=-1:-1` (pinned memory for NCCL and InfiniBand) and `--ulimit stack=67108864`, as
-  NVIDIA's PyTorch container documentation runs its images;
+- `--ulimit memlock=-1:-1` (pinned memory for NCCL and InfiniBand: on hosts with GPUs or IB; gloo over
+  TCP pins nothing, and raising the limit needs CAP_SYS_RESOURCE where the engine runs) and
+  `--ulimit stack=67108864`, as NVIDIA's PyTorch container documentation runs its images;
 - GPUs: `--gpus all` (Docker, through the nvidia runtime's hook) or `--device nvidia.com/gpu=all` (CDI:
   Podman), only on hosts with GPUs;
 - InfiniBand: `--device /dev/infiniband` and `--cap-add IPC_LOCK` where the host has IB devices;
@@ -49,7 +50,9 @@ def run_flags(engine: str, gpus: bool, ib: bool) -> list[list[str]]:
     """The flags of every container gpuprov starts for a job (and of preflight's check container), each
     option with its value."""
     flags = [["--init"], ["--pull", "never"], ["--network", "host"], ["--ipc", "host"]]
-    flags += [["--ulimit", "memlock=-1:-1"], ["--ulimit", "stack=67108864"]]
+    if gpus or ib:
+        flags.append(["--ulimit", "memlock=-1:-1"])
+    flags.append(["--ulimit", "stack=67108864"])
     if gpus:
         flags.append(["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"])
     if ib:
@@ -107,7 +110,7 @@ def inside_problems(seen: dict[str, str], host_ib: list[str], gpus: int) -> list
     """What the check container saw that the job cannot run with (memlock, /dev/shm, IB devices, verbs)."""
     problems = []
     memlock = seen.get("memlock", "")
-    if memlock != "unlimited":
+    if (gpus or host_ib) and memlock != "unlimited":
         problems.append(f"memlock inside the container is {memlock or 'unknown'} KiB, not unlimited")
     shm = seen.get("shm", "")
     if gpus and (not shm.isdigit() or int(shm) < 1024 * 1024):
