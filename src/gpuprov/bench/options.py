@@ -130,12 +130,8 @@ class BenchOptions:
     windows: int | None = cli_options.option(
         "--windows", type=int, default=None, help="Timed windows [default: 5; 3 on a CPU].", parse=_AT_LEAST_1
     )
-    image: str | None = cli_options.option(
-        "--image",
-        default=None,
-        metavar="IMAGE",
-        help="Run the benchmark inside this container image on every host (as `gpuprov launch --image`).",
-        parse=launch_api.parse_image,
+    image: str | None = launch_api.image_option(
+        "Run the benchmark inside this container image on every host (as `gpuprov launch --image`)."
     )
     json: bool = host_options.json_flag("Print the results as JSON instead of the table.")
     out: Path | None = cli_options.option(

@@ -74,12 +74,8 @@ class CheckOptions:
         "inventory's); become settings and other ssh args pass (check does not use them).",
         parse=_extra_vars,
     )
-    image: str | None = cli_options.option(
-        "--image",
-        default=None,
-        metavar="IMAGE",
-        help="Measure the all-reduce bandwidth inside this container image (as `gpuprov launch --image`).",
-        parse=launch_api.parse_image,
+    image: str | None = launch_api.image_option(
+        "Measure the all-reduce bandwidth inside this container image (as `gpuprov launch --image`)."
     )
     verbose: bool = False  # -v of gpuprov itself (finish)
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from gpuprov import hosts
 from gpuprov.launch import jobs, selection
-from gpuprov.launch.options import Nproc, parse_image
+from gpuprov.launch.options import Nproc, image_option
 from gpuprov.launch.selection import HostChoice
 
-__all__ = ["AUTO", "HostChoice", "Nproc", "choose_hosts", "job_log", "parse_image", "run_job"]
+__all__ = ["AUTO", "HostChoice", "Nproc", "choose_hosts", "image_option", "job_log", "run_job"]
 
 AUTO = Nproc("auto")  # one process per GPU, or 1 on a host without GPUs
 

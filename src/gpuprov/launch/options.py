@@ -270,6 +270,11 @@ def parse_image(given: str | None) -> str | None:
     return given
 
 
+def image_option(help: str) -> str | None:
+    """--image IMAGE, stored as `image` (launch, check, bench); help says what runs inside the image."""
+    return cli_options.option("--image", default=None, metavar="IMAGE", help=help, parse=parse_image)
+
+
 def _script_args(given: tuple[str, ...]) -> tuple[str, ...]:
     # `SCRIPT -- ARGS`: the separator is gpuprov's, not the script's
     return tuple(given[1:] if given[:1] == ("--",) else given)
@@ -369,13 +374,9 @@ class LaunchOptions:
         help="Write an sbatch script for the same job; start nothing.",
         parse=_sbatch_path,
     )
-    image: str | None = cli_options.option(
-        "--image",
-        default=None,
-        metavar="IMAGE",
-        help="Run the ranks inside this container image on every host (docker or podman; see "
-        "docs/containers.md). Best given by digest (NAME@sha256:...).",
-        parse=parse_image,
+    image: str | None = image_option(
+        "Run the ranks inside this container image on every host (docker or podman; see "
+        "docs/containers.md). Best given by digest (NAME@sha256:...)."
     )
     push_image: bool = cli_options.flag(
         "--push-image",

@@ -15,6 +15,7 @@ from gpuprov import hosts
 from tests.integration.conftest import Sandbox
 from tests.integration.job_scripts import write_sleeper
 from tests.integration.launch.conftest import REPO, container, docker_exec, gp, job_processes
+from tests.integration.launch.test_launch import _job_id
 
 pytestmark = pytest.mark.integration
 
@@ -41,13 +42,6 @@ def image(launch_sandbox: Sandbox) -> str:
 @pytest.fixture(scope="module")
 def sleeper(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_sleeper(tmp_path_factory.mktemp("scripts"))
-
-
-def _job_id(output: str) -> str:
-    for word in output.split():
-        if word.count("-") == 2 and word[:8].isdigit() and len(word) == 20:
-            return word
-    raise AssertionError(f"no job id in:\n{output}")
 
 
 def _nothing_left(sandbox: Sandbox, job_id: str) -> None:

@@ -19,9 +19,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gpuprov import hosts, onhost, ssh
-from gpuprov.errors import BadInput, GpuprovError
+from gpuprov.errors import BadInput
 from gpuprov.launch.environments import container_run
 from gpuprov.launch.environments.container_run import ENGINES, Engine
+from gpuprov.launch.environments.host_python import finish_import, inventory_gpus, read_check
 from gpuprov.launch.preflight import (
     NOT_READY,
     SECTION,
@@ -64,8 +65,6 @@ class ContainerImage:
         _probe(check, self.image, facts)
 
     def finish_check(self, check: HostCheck) -> None:
-        from gpuprov.launch.environments.host_python import finish_import
-
         finish_import(check, f"{self.image_of(check.host)} in {self.image}")
 
     def disagreements(self, checks: list[HostCheck]) -> list[Problem]:
@@ -212,14 +211,8 @@ def _inside_command(image: str, image_python: str) -> str:
 
 
 def _probe(check: HostCheck, image: str, facts: HostFacts) -> None:
-    assert check.client is not None
     host = check.host
-    try:
-        given = hosts.gpu_count(host.vars)
-    except ValueError as exc:
-        raise BadInput(f"{exc}; fix the inventory") from None
-    if given is not None:
-        check.gpus = given
+    given = inventory_gpus(check)
     wanted = host.vars.get(ENGINE_VARIABLE)
     if wanted is not None and wanted not in ENGINES:
         raise BadInput(f"{ENGINE_VARIABLE}={wanted} is not one of {', '.join(ENGINES)}; fix the inventory")
@@ -228,19 +221,7 @@ def _probe(check: HostCheck, image: str, facts: HostFacts) -> None:
     )
     if given is not None:
         command = f"gpus={given}\n" + command
-    channel = ssh.open_channel(check.client, command, read_timeout=120)
-    try:
-        answers = Sections(channel)
-        if not read_checks(check, answers, given is None, image, facts):
-            channel.close()
-    except ssh.SessionLost as exc:
-        channel.close()
-        raise GpuprovError(
-            f"SSH failed during the checks ({type(exc.cause).__name__}: {ssh.reason(exc.cause)})"
-        ) from None
-    except BaseException:
-        channel.close()
-        raise
+    read_check(check, command, lambda answers: read_checks(check, answers, given is None, image, facts), 120)
 
 
 def read_checks(check: HostCheck, answers: Sections, count_gpus: bool, image: str, facts: HostFacts) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections import Counter
+from collections.abc import Callable
 
 from gpuprov import hosts, onhost, ssh
 from gpuprov.errors import BadInput, GpuprovError
@@ -84,23 +85,25 @@ def host_check_command(given_python: str | None, count_gpus: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _probe(check: HostCheck) -> None:
-    assert check.client is not None
-    host = check.host
+def inventory_gpus(check: HostCheck) -> int | None:
+    """The host's GPUs as the inventory counts them (gpuprov_gpu_count, into check), else None: ask it."""
     try:
-        given = hosts.gpu_count(host.vars)
+        given = hosts.gpu_count(check.host.vars)
     except ValueError as exc:
         raise BadInput(f"{exc}; fix the inventory") from None
     if given is not None:
         check.gpus = given
-    given_python = host.vars.get("gpuprov_python")
-    command = host_check_command(str(given_python) if given_python else None, count_gpus=given is None)
-    channel = ssh.open_channel(check.client, command, read_timeout=60)
+    return given
+
+
+def read_check(check: HostCheck, command: str, read: Callable[[Sections], bool], timeout: float) -> None:
+    """Run the host's one check command and read it with read(); its channel stays open when read() says
+    the job can run there (probe.py's, for the port test), else it is closed. SSH failing: GpuprovError."""
+    assert check.client is not None
+    channel = ssh.open_channel(check.client, command, read_timeout=timeout)
     try:
-        answers = Sections(channel)
-        if not _read_checks(check, answers, given is None):
+        if not read(Sections(channel)):
             channel.close()
-            return
     except ssh.SessionLost as exc:
         channel.close()
         cause = exc.cause
@@ -110,6 +113,13 @@ def _probe(check: HostCheck) -> None:
     except BaseException:
         channel.close()
         raise
+
+
+def _probe(check: HostCheck) -> None:
+    given = inventory_gpus(check)
+    given_python = check.host.vars.get("gpuprov_python")
+    command = host_check_command(str(given_python) if given_python else None, count_gpus=given is None)
+    read_check(check, command, lambda answers: _read_checks(check, answers, given is None), 60)
 
 
 def _no_env(check: HostCheck, text: str, fact_rc: int | None) -> Problem:
