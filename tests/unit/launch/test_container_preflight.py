@@ -35,7 +35,7 @@ FAKE_ENGINE = r"""#!/bin/bash
 rec=$FAKE_RECORDED/$FAKE_ENGINE_VERSION
 echo "$*" >> "$FAKE_LOG"
 case "$1" in
-  info) cat "${FAKE_INFO:-$rec-info.json}" ;;
+  info) cat "$rec-${FAKE_INFO:-info}.json" ;;
   image)
     if [ -n "$FAKE_IMAGE_ID" ]; then echo "$FAKE_IMAGE_ID"; exit 0; fi
     cat "$rec-image-inspect-missing.txt"; exit "$FAKE_MISSING_RC" ;;
@@ -46,6 +46,15 @@ case "$1" in
 esac
 """
 
+
+# sudo: `sudo -n true` answers FAKE_SUDO's rc; `sudo -n ENGINE ...` runs the engine as root would (the
+# daemon's answer without the user's refusal).
+FAKE_SUDO = r"""#!/bin/bash
+[ "$1" = -n ] && shift
+[ "${FAKE_SUDO:-1}" = 0 ] || exit 1
+[ "$1" = true ] && exit 0
+FAKE_INFO=$FAKE_ROOT_INFO exec "$@"
+"""
 
 HOST_TOOLS = ("bash", "sh", "cat", "grep", "ls", "id", "awk", "df", "tr", "ldconfig", "wc", "head", "sed")
 
@@ -68,9 +77,10 @@ class FakeHosts:
                 found = shutil.which(tool, path="/usr/bin:/bin:/usr/sbin:/sbin")
                 if found:
                     (tmp / f"bin-{engine}" / tool).symlink_to(found)
-            if engine != "none":
-                (tmp / f"bin-{engine}" / engine).write_text(FAKE_ENGINE)
-                (tmp / f"bin-{engine}" / engine).chmod(0o755)
+            fakes = {"sudo": FAKE_SUDO} if engine == "none" else {engine: FAKE_ENGINE, "sudo": FAKE_SUDO}
+            for name, text in fakes.items():
+                (tmp / f"bin-{engine}" / name).write_text(text)
+                (tmp / f"bin-{engine}" / name).chmod(0o755)
         self.round_trips: dict[str, int] = {}
         self.channels: list[LocalChannel] = []
 
@@ -193,6 +203,35 @@ def test_a_gpu_host_whose_docker_has_no_nvidia_runtime_is_refused(
         "runtime configure` adds it); apply the container_runtime role "
         "(`gpuprov bootstrap -e container_runtime_enabled=true`)"
     ]
+
+
+def test_a_user_docker_refuses_is_served_through_sudo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # recorded: `docker info` as a user outside the docker group exits 0, its JSON holding ServerErrors
+    per_host = {"node1": host_env(FAKE_INFO="info-socket-denied", FAKE_SUDO="0", FAKE_ROOT_INFO="info")}
+    _, environment, result = run_preflight(tmp_path, monkeypatch, per_host)
+    assert isinstance(result, preflight.Preflight), getattr(result, "problems", None)
+    assert environment.describe(result.checks[0]).startswith("sudo -n docker, image dc2e9b9faa20")
+    result.close()
+
+
+def test_a_docker_the_user_may_not_use_without_sudo_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    per_host = {"node1": host_env(FAKE_INFO="info-socket-denied", FAKE_SUDO="1")}
+    _, _, result = run_preflight(tmp_path, monkeypatch, per_host)
+    assert problems(result) == [
+        "node1: `docker info` failed (permission denied while trying to connect to the Docker daemon socket "
+        'at unix:///var/run/docker.sock: Get "http://%2Fvar%2Frun%2Fdocker.sock/v1.24/info": dial unix '
+        "/var/run/docker.sock: connect: permission denied); start the engine, or apply the container_runtime "
+        "role (`gpuprov bootstrap -e container_runtime_enabled=true`)"
+    ]
+
+
+def test_a_gpu_host_whose_docker_has_the_nvidia_runtime_passes_the_toolkit_check() -> None:
+    info = (RECORDED / f"{DOCKER}-info-nvidia-runtime.json").read_text()
+    assert container_run.toolkit_problem(container_run.Engine("docker", sudo=True), info, [], gpus=8) is None
 
 
 def test_a_gpu_host_whose_podman_has_no_cdi_spec_is_refused(

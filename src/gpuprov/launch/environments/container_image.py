@@ -151,15 +151,16 @@ def host_check_command(image: str, wanted: str | None, count_gpus: bool, image_p
         'command -v "$e" >/dev/null 2>&1 && { engine=$e; break; }; done',
         f'echo "{SECTION}engine $engine"',
         '[ -n "$engine" ] || exit 0',
+        # `docker info` exits 0 when the daemon refused the user (its JSON then has ServerErrors: recorded)
+        "info() { out=$($run info --format '{{json .}}' 2>&1); r=$?; "
+        'case "$out" in *\'"ServerErrors":[\'*) r=1 ;; esac; }',
         # Docker as the user first (docker group, root), else through `sudo -n`; Podman through `sudo -n`
         # first (rootless Podman cannot give the job's flags)
         f"echo '{SECTION}info'; via=user; run=\"$engine\"; "
         'if [ "$engine" = podman ] && [ "$(id -u)" != 0 ] && sudo -n true 2>/dev/null; then '
-        'via=sudo; run="sudo -n podman"; fi; '
-        "out=$($run info --format '{{json .}}' 2>&1); r=$?; "
+        'via=sudo; run="sudo -n podman"; fi; info; '
         "if [ $r -ne 0 ] && [ $via = user ] && sudo -n true 2>/dev/null; then "
-        'via=sudo; run="sudo -n $engine"; '
-        "out=$($run info --format '{{json .}}' 2>&1); r=$?; fi; "
+        'via=sudo; run="sudo -n $engine"; info; fi; '
         f'printf \'%s\\n\' "$out"; echo "{SECTION}end $r"; echo "{SECTION}via $via"',
         "[ $r -eq 0 ] || exit 0",
         f"echo '{SECTION}cdi'; grep -l 'nvidia.com/gpu' "
@@ -239,7 +240,7 @@ def read_checks(check: HostCheck, answers: Sections, count_gpus: bool, image: st
     via, _ = answers.section()
     facts.engine = Engine(engine_name, sudo=via == "via sudo")
     if info_rc != 0:
-        last = (info_lines or ["no answer"])[-1].strip()
+        last = container_run.info_error(info_lines)
         check.problems.append(
             Problem(
                 NOT_READY, f"{name}: `{engine_name} info` failed ({last}); start the engine, or {ROLE_HINT}"

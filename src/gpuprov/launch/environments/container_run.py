@@ -76,6 +76,15 @@ def flags_case(engine_var: str, gpus_var: str, ib_var: str) -> list[str]:
     return [*lines, "esac"]
 
 
+def info_error(lines: list[str]) -> str:
+    """Why `ENGINE info` failed: Docker's ServerErrors in its JSON (it exits 0 then), else the last line."""
+    try:
+        errors = json.loads("\n".join(lines)).get("ServerErrors") or []
+    except (ValueError, AttributeError):
+        errors = []
+    return str(errors[0]) if errors else (lines or ["no answer"])[-1].strip()
+
+
 def toolkit_problem(engine: Engine, info_json: str, cdi_files: list[str], gpus: int) -> str | None:
     """What keeps the engine from running the job's containers (from `ENGINE info` and the CDI specs)."""
     try:
