@@ -72,7 +72,8 @@ def test_without_pyxis_each_node_runs_its_engine_and_removes_the_container(tmp_p
         "docker run --rm --name gpuprov-slurm-77-0 --sig-proxy=false --init --pull never --network host "
         "--ipc host --ulimit stack=67108864 --user "
         f"{os.getuid()}:{os.getgid()} --env HOME={tmp_path} --env FOO "
-        f"--env TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE --volume {tmp_path}:{tmp_path} --workdir {tmp_path} "
+        f"--env TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE --volume {tmp_path}:{tmp_path} "
+        f"--volume {tmp_path}:{tmp_path} --workdir {tmp_path} "
         f"{IMAGE} python3 -m torch.distributed.run --nnodes 1 --nproc-per-node 1 --rdzv-backend c10d "
         "--rdzv-endpoint 10.0.0.1:29500 --rdzv-id 77 --max-restarts 0 --tee 3 train.py"
     )

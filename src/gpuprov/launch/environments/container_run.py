@@ -11,6 +11,9 @@ The flags, and why (sources in docs/containers.md):
 - GPUs: `--gpus all` (Docker, through the nvidia runtime's hook) or `--device nvidia.com/gpu=all` (CDI:
   Podman), only on hosts with GPUs;
 - InfiniBand: `--device /dev/infiniband` and `--cap-add IPC_LOCK` where the host has IB devices;
+- `--security-opt label=disable` (Podman): the container's processes are not confined by an SELinux label,
+  as the user's own processes on the host are not; relabeling the mounted home (`:z`) would change the
+  labels of the user's files on the host instead. SELinux stays enforcing on the host;
 - `--init`: a small init as PID 1 forwards signals to the ranks' launcher and reaps what it leaves;
 - `--rm`, `--pull never`, `--name gpuprov-<job id>`: the one container of the job on the host, removed when
   it ends, never a pull in the middle of a start.
@@ -53,6 +56,8 @@ def run_flags(engine: str, gpus: bool, ib: bool) -> list[list[str]]:
     if gpus or ib:
         flags.append(["--ulimit", "memlock=-1:-1"])
     flags.append(["--ulimit", "stack=67108864"])
+    if engine == "podman":
+        flags.append(["--security-opt", "label=disable"])
     if gpus:
         flags.append(["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"])
     if ib:

@@ -43,7 +43,8 @@ def node_script(env_names: list[str]) -> str:
             "trap 'stopping 143' TERM",
             "trap 'stopping 130' INT",
             '"${run[@]}" run --rm --name "$name" --sig-proxy=false $flags --user "$(id -u):$(id -g)" '
-            f'--env HOME="$HOME" {passed} --volume "$PWD:$PWD" --workdir "$PWD" "$image" "$@" &',
+            f'--env HOME="$HOME" {passed} --volume "$HOME:$HOME" --volume "$PWD:$PWD" --workdir "$PWD" '
+            '"$image" "$@" &',
             'code=0; wait $! || code=$? ; exit "$code"',
         ]
     )
