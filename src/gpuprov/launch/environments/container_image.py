@@ -41,6 +41,9 @@ IMAGE_PYTHON_VARIABLE = "gpuprov_image_python"
 ROLE_HINT = "apply the container_runtime role (`gpuprov bootstrap -e container_runtime_enabled=true`)"
 MIN_SHM_KIB = 1024 * 1024  # 1 GiB: below it NCCL's shared-memory transport fails (nccl#290, #342)
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
+# How long the check may be silent: creating the check container copies the image where the engine stores
+# it with vfs (nested engines: the sandbox's 1.19 GB image took over two minutes on a loaded machine).
+CHECK_SILENCE_S = 300.0
 
 
 @dataclass
@@ -222,7 +225,12 @@ def _probe(check: HostCheck, image: str, facts: HostFacts) -> None:
     )
     if given is not None:
         command = f"gpus={given}\n" + command
-    read_check(check, command, lambda answers: read_checks(check, answers, given is None, image, facts), 120)
+    read_check(
+        check,
+        command,
+        lambda answers: read_checks(check, answers, given is None, image, facts),
+        CHECK_SILENCE_S,
+    )
 
 
 def read_checks(check: HostCheck, answers: Sections, count_gpus: bool, image: str, facts: HostFacts) -> bool:
