@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/launch.py --nodes 16 --prepare    (start and bootstrap only, for --reuse)
     .venv/bin/python benchmarks/launch.py --slurm --nodes 2 [--repeat 3] [--prepare | --reuse STATE_DIR:NAME]
     .venv/bin/python benchmarks/launch.py --mpirun [--nodes 2,8] ...   (adds the mpirun column)
+    .venv/bin/python benchmarks/launch.py --image sandbox --nodes 2 [--repeat 3] [--prepare | --reuse ...]
 
 Launch latency: from the command's start until every rank has printed its first line, for
   - gpuprov: `gpuprov launch --nodes N script` (preflight, push, start, streamed output included);
@@ -33,6 +34,12 @@ repetition, one after the other on the same nodes, `gpuprov launch --scheduler s
 controller, then Slurm starts the ranks; same latency definition: the command's start until every rank's
 first line came back), `gpuprov launch` over SSH, and the ssh loop. A sandbox kept for --reuse must have
 been prepared with --slurm as well.
+
+With --image IMAGE (or `--image sandbox`: the sandbox inventory's gpuprov_sandbox_image): bootstrap also
+applies the container_runtime role (-e container_runtime_enabled=true), and each repetition times, one after
+the other on the same nodes, `gpuprov launch` (bare metal) and `gpuprov launch --image IMAGE` (same
+latency definition), then checks that no container of the job is left on any node. The issue's target:
+the container launch at most 1.5x the bare-metal one at 2 nodes.
 
 Starts its own debian12 sandbox (name bench-launch-*), makes it ready with `gpuprov bootstrap` (the
 Python env comes from the python_env role, as for a user), and removes it after.
@@ -231,6 +238,53 @@ def slurm_rows(
     }
 
 
+def sandbox_image(inventory: Path) -> str:
+    """The image the sandbox serves to its nodes (gpuprov_sandbox_image in its inventory)."""
+    for line in inventory.read_text().splitlines():
+        if line.startswith("gpuprov_sandbox_image="):
+            return line.split("=", 1)[1].strip()
+    raise SystemExit(f"{inventory} names no gpuprov_sandbox_image; give --image IMAGE")
+
+
+def containers_left(containers: list[str]) -> int:
+    """gpuprov's job containers still on the nodes (`ENGINE ps -a` inside each node, as root)."""
+    script = "for e in docker podman; do command -v $e >/dev/null && $e ps -a --format '{{.Names}}'; done"
+    names = []
+    for node in containers:
+        out = subprocess.run(
+            ["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True
+        ).stdout
+        names += [n for n in out.split() if n.startswith("gpuprov-") and not n.startswith("gpuprov-check-")]
+    return len(names)
+
+
+def image_rows(
+    env: dict[str, str], containers: list[str], nodes: int, repeat: int, script: Path, image: str
+) -> dict[str, float]:
+    """Median launch latency of bare metal and of --image on NODES nodes, taking turns in each repetition."""
+    runs: dict[str, list[float]] = {"bare": [], "image": []}
+    for _ in range(repeat):
+        latency, out, code = gpuprov_launch(env, nodes, script, [])
+        assert code == 0, out
+        runs["bare"].append(latency)
+        latency, out, code = gpuprov_launch(env, nodes, script, ["--image", image])
+        assert code == 0, out
+        assert containers_left(containers[:nodes]) == 0, "a job container was left on a node"
+        runs["image"].append(latency)
+        print(f"{nodes} nodes: bare {runs['bare'][-1]:.2f} s, image {runs['image'][-1]:.2f} s", flush=True)
+    return {way: statistics.median(run) for way, run in runs.items()}
+
+
+def print_image_rows(nodes: int, repeat: int, medians: dict[str, float]) -> None:
+    bare, image = medians["bare"], medians["image"]
+    print(f"\n{f'launch on {nodes} nodes (median of {repeat})':<36} {'latency':>9} {'/ bare':>8}")
+    print(f"{'gpuprov launch (bare metal)':<36} {bare:>7.2f} s {1.0:>7.2f}x")
+    print(f"{'gpuprov launch --image':<36} {image:>7.2f} s {image / bare:>7.2f}x")
+    print(
+        "\n(latency: the command's start until every rank's first line; target: --image <= 1.5x at 2 nodes)"
+    )
+
+
 def print_slurm_rows(nodes: int, repeat: int, medians: dict[str, tuple[float, float]]) -> None:
     """The table of slurm_rows: latency and CPU of each way, ratio = ssh loop / that way, and per host."""
     names = {"loop": "ssh loop", "ssh": "gpuprov launch (SSH)", "slurm": "gpuprov launch --scheduler slurm"}
@@ -272,6 +326,11 @@ def main() -> int:
         action="store_true",
         help="apply the mpi role too and time `gpuprov launch --launcher mpirun` beside the others",
     )
+    parser.add_argument(
+        "--image",
+        metavar="IMAGE",
+        help="time `gpuprov launch --image IMAGE` beside bare metal ('sandbox': the sandbox's own image)",
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.nodes.split(",")]
 
@@ -293,9 +352,10 @@ def main() -> int:
         t = time.monotonic()
         if not args.reuse:  # a kept sandbox was bootstrapped by the run that kept it
             mpi = ["-e", MPI_SWITCH] if args.mpirun else []
+            runtime = ["-e", "container_runtime_enabled=true"] if args.image else []
             subprocess.run(
-                [str(BIN / "gpuprov"), "--quiet", "bootstrap", str(sandbox.inventory), *mpi], env=env,
-                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                [str(BIN / "gpuprov"), "--quiet", "bootstrap", str(sandbox.inventory), *mpi, *runtime],
+                env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         print(f"bootstrapped in {time.monotonic() - t:.0f} s", flush=True)
         if args.prepare:
@@ -319,6 +379,15 @@ def main() -> int:
         first_line.write_text(FIRST_LINE)
         crasher.write_text(CRASHER)
 
+        if args.image:
+            image = sandbox_image(sandbox.inventory) if args.image == "sandbox" else args.image
+            load_before = os.getloadavg()
+            for n in counts:
+                print_image_rows(
+                    n, args.repeat, image_rows(env, containers, n, args.repeat, first_line, image)
+                )
+            print(f"load average (1, 5, 15 min) before: {load_before}, after: {os.getloadavg()}")
+            return 0
         if args.slurm:
             load_before = os.getloadavg()
             for n in counts:

@@ -130,6 +130,9 @@ class BenchOptions:
     windows: int | None = cli_options.option(
         "--windows", type=int, default=None, help="Timed windows [default: 5; 3 on a CPU].", parse=_AT_LEAST_1
     )
+    image: str | None = launch.image_option(
+        "Run the benchmark inside this container image on every host (as `gpuprov launch --image`)."
+    )
     json: bool = host_options.json_flag("Print the results as JSON instead of the table.")
     launcher: str = launch.launcher_option()
     out: Path | None = cli_options.option(

@@ -86,6 +86,7 @@ def one_run(
             script_args=opts.node_args(),
             workdir=script.parent,
             launcher=opts.launcher,
+            image=opts.image,
         )
     return RunResult(label, len(names), job_id, read_result(job_id, names[0]), tuple(names))
 

@@ -31,11 +31,12 @@ THRESHOLD_VAR = threshold_mod.INVENTORY_VAR
 FORMULA = "busbw = algbw x 2(n-1)/n (nccl-tests doc/PERFORMANCE.md)"
 
 
-def measure(inventory: Path, names: list[str]) -> dict[str, Any]:
-    """Run the all-reduce on these hosts; its report (backend, world, bytes, seconds per repetition)."""
+def measure(inventory: Path, names: list[str], image: str | None = None) -> dict[str, Any]:
+    """Run the all-reduce on these hosts (inside image, when given); its report (backend, world, bytes,
+    seconds per repetition)."""
     # stdout carries only what check is asked for (--json); the result line is read from the log, not shown
     with console.job_lines_on_stderr(), console.protocol_lines_hidden(MARK):
-        job_id = launch.run_job(SCRIPT, inventory, names)
+        job_id = launch.run_job(SCRIPT, inventory, names, image=image)
     log = launch.job_log(job_id, names[0])
     for line in reversed(log.read_text(errors="replace").splitlines()):
         if MARK in line:
@@ -90,7 +91,10 @@ def hardware_threshold(found: list[Gathered], gpus_per_host: int) -> threshold_m
     return threshold_mod.from_hardware([(g.host.name, rate(g)) for g in found])
 
 
-def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any]) -> list[Result]:
+def check(
+    inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any], image: str | None = None
+) -> list[Result]:
+    """The all-reduce across the found hosts, judged (inside image, when given: `check --image`)."""
     names = [g.host.name for g in found]
     if not names:
         return [Result("bandwidth", "cluster", Status.NOT_APPLICABLE, detail="no reachable host")]
@@ -118,7 +122,7 @@ def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any])
             )
         ]
     try:
-        report = measure(inventory, names)
+        report = measure(inventory, names, image)
     except GpuprovError as exc:
         return [
             Result(
@@ -129,7 +133,7 @@ def check(inventory: Path, found: list[Gathered], extra_vars: Mapping[str, Any])
                 action="run `gpuprov launch` with a small script on these hosts to see why",
             )
         ]
-    return _judged_report(inventory, found, report, threshold)
+    return _judged_report(inventory, found, report, threshold, image)
 
 
 def _judged_report(
@@ -137,6 +141,7 @@ def _judged_report(
     found: list[Gathered],
     report: Mapping[str, Any],
     threshold: threshold_mod.Threshold | None,
+    image: str | None = None,
 ) -> list[Result]:
     """The all-hosts run against the threshold (the hardware's for NCCL when the inventory sets none); when
     it misses, the pairs that find the slow host."""
@@ -172,10 +177,12 @@ def _judged_report(
     result = judged(where, values, threshold, what, "see the pair results below for the slow host")
     if result.status is Status.PASS:
         return [result]
-    return [result, *pairs(inventory, names, threshold)]
+    return [result, *pairs(inventory, names, threshold, image)]
 
 
-def pairs(inventory: Path, names: list[str], threshold: threshold_mod.Threshold) -> list[Result]:
+def pairs(
+    inventory: Path, names: list[str], threshold: threshold_mod.Threshold, image: str | None = None
+) -> list[Result]:
     """Each host with the first one; the hosts whose pair misses are the suspects. When every pair misses
     (two at least), the first host is the slow one (or every other host is)."""
     if len(names) == 2:  # the one pair is the all-hosts run again
@@ -192,7 +199,7 @@ def pairs(inventory: Path, names: list[str], threshold: threshold_mod.Threshold)
     results = []
     for other in names[1:]:
         try:
-            values = busbw_gbps(measure(inventory, [names[0], other]))
+            values = busbw_gbps(measure(inventory, [names[0], other], image))
         except GpuprovError as exc:
             results.append(
                 Result("bandwidth", f"{names[0]} <-> {other}", Status.COULD_NOT_RUN, detail=exc.message)

@@ -103,7 +103,8 @@ def _results(opts: CheckOptions, found: list[gather.Gathered], selected: int) ->
         results += ports.check(found)
     if opts.wanted("bandwidth"):
         console.step("Measuring all-reduce bus bandwidth across the hosts (gpuprov launch)")
-        results += bandwidth.check(opts.inventory, [g for g in found if g.error is None], opts.extra_vars)
+        found_ok = [g for g in found if g.error is None]
+        results += bandwidth.check(opts.inventory, found_ok, opts.extra_vars, opts.image)
     return results
 
 

@@ -12,6 +12,7 @@ from gpuprov import cli_options, console, host_options
 from gpuprov.ansible.arguments import parse_extra_vars
 from gpuprov.check import host_checks, variables
 from gpuprov.errors import BadInput
+from gpuprov.launch import api as launch_api
 
 # Result names --only / --skip take; a check function can give several ("torch" gives "python" too).
 PER_HOST = [*host_checks.CHECKS, "python"]
@@ -72,6 +73,9 @@ class CheckOptions:
         "how a host is reached (ansible_host, ansible_port, ansible_user, the key, the known-hosts file: the "
         "inventory's); become settings and other ssh args pass (check does not use them).",
         parse=_extra_vars,
+    )
+    image: str | None = launch_api.image_option(
+        "Measure the all-reduce bandwidth inside this container image (as `gpuprov launch --image`)."
     )
     verbose: bool = False  # -v of gpuprov itself (finish)
 

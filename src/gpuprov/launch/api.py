@@ -13,10 +13,12 @@ from pathlib import Path
 
 from gpuprov import hosts
 from gpuprov.launch import jobs, selection
-from gpuprov.launch.options import Nproc, launcher_option
+from gpuprov.launch.options import Nproc, image_option, launcher_option
 from gpuprov.launch.selection import HostChoice
 
-__all__ = ["AUTO", "HostChoice", "Nproc", "choose_hosts", "job_log", "launcher_option", "run_job"]
+__all__ = [
+    "AUTO", "HostChoice", "Nproc", "choose_hosts", "image_option", "job_log", "launcher_option", "run_job",
+]  # fmt: skip
 
 AUTO = Nproc("auto")  # one process per GPU, or 1 on a host without GPUs
 
@@ -37,8 +39,10 @@ def run_job(
     script_args: Sequence[str] = (),
     workdir: Path | None = None,
     launcher: str = "torchrun",
+    image: str | None = None,
 ) -> str:
-    """Run script on the named hosts (in that order) as one attached launch job; return its id.
+    """Run script on the named hosts (in that order) as one attached launch job; return its id. image:
+    its ranks run inside this container image (`gpuprov launch --image`), preflight included.
 
     GpuprovError when the job failed (its hosts are stopped), KeyboardInterrupt on Ctrl-C, as `gpuprov
     launch` itself."""
@@ -53,6 +57,7 @@ def run_job(
         nproc=nproc,
         workdir=workdir,
         launcher=launcher,
+        image=image,
     )
     return flow.launch(opts)
 

@@ -16,7 +16,7 @@ from types import FrameType
 
 from gpuprov import console, interrupts, onhost, ssh
 from gpuprov.errors import GpuprovError
-from gpuprov.launch import jobs, preflight, push, stopping, stream
+from gpuprov.launch import jobs, nccl_transport, preflight, push, stopping, stream
 from gpuprov.launch.attached import AttachedJob
 from gpuprov.launch.options import LaunchOptions
 from gpuprov.launch.plan import Plan, plan
@@ -173,7 +173,8 @@ def _run_attached(
     the_plan: Plan, job: jobs.Job, started: float, deliveries: dict[str, push.Delivery]
 ) -> None:
     names = [h.name for h in job.hosts]
-    printer = stream.Printer(names, {n: job.log_path(n) for n in names}, stream.rank_layout(job))
+    watch = nccl_transport.Watch(the_plan.ib_hosts).line if the_plan.ib_hosts else None
+    printer = stream.Printer(names, {n: job.log_path(n) for n in names}, stream.rank_layout(job), watch)
     attached = AttachedJob(job, names, the_plan.checks.clients, printer, fail_fast=True)
     with _sigterm_as_interrupt():
         try:

@@ -269,6 +269,27 @@ def launcher_option() -> str:
     )
 
 
+# An image reference as engines write it (NAME[:TAG][@sha256:DIGEST]); one word, never an option.
+_IMAGE_REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
+
+
+def parse_image(given: str | None) -> str | None:
+    """--image: one image reference as engines take it (the hosts' engines judge the rest in preflight)."""
+    if given is None:
+        return None
+    if not _IMAGE_REFERENCE.fullmatch(given) or given.endswith((":", "@", "/")):
+        raise BadInput(
+            f"--image {given!r} is not an image reference; give NAME[:TAG][@sha256:DIGEST], e.g. "
+            "nvcr.io/nvidia/pytorch:25.01-py3@sha256:..."
+        )
+    return given
+
+
+def image_option(help: str) -> str | None:
+    """--image IMAGE, stored as `image` (launch, check, bench); help says what runs inside the image."""
+    return cli_options.option("--image", default=None, metavar="IMAGE", help=help, parse=parse_image)
+
+
 def _script_args(given: tuple[str, ...]) -> tuple[str, ...]:
     # `SCRIPT -- ARGS`: the separator is gpuprov's, not the script's
     return tuple(given[1:] if given[:1] == ("--",) else given)
@@ -368,6 +389,14 @@ class LaunchOptions:
         help="Write an sbatch script for the same job; start nothing.",
         parse=_sbatch_path,
     )
+    image: str | None = image_option(
+        "Run the ranks inside this container image on every host (docker or podman; see "
+        "docs/containers.md). Best given by digest (NAME@sha256:...)."
+    )
+    push_image: bool = cli_options.flag(
+        "--push-image",
+        help="Stream --image from this machine to the hosts that lack it (no registry needed).",
+    )
     scheduler: str = cli_options.option(  # "slurm": submitted to Slurm (gpuprov.launch.slurm)
         "--scheduler",
         type=click.Choice(SCHEDULERS),
@@ -383,6 +412,8 @@ class LaunchOptions:
 def _finish(opts: LaunchOptions) -> LaunchOptions:
     """The rules between options; the script looked up in --workdir."""
     host_options.check_selection(opts.nodes, opts.hosts)
+    if opts.push_image and opts.image is None:
+        raise BadInput("--push-image needs --image: name the image to push")
     if opts.detach and opts.dry_run:
         raise BadInput("--detach and --dry-run exclude each other")
     if opts.limit is not None and opts.scheduler == "slurm":
@@ -399,6 +430,12 @@ def _finish(opts: LaunchOptions) -> LaunchOptions:
         raise BadInput(
             f"{given} is torchrun's; mpirun neither restarts ranks nor holds a rendezvous (rank 0 on the "
             "first host is the master): leave it out, or use --launcher torchrun"
+        )
+    if opts.launcher == "mpirun" and opts.image is not None:
+        # mpirun's daemons reach the other hosts over the run user's SSH on the hosts, not inside the image.
+        raise BadInput(
+            "--launcher mpirun with --image is not supported: mpirun starts its daemons over SSH on the hosts, "
+            "outside the image; use --launcher torchrun with --image (docs/containers.md)"
         )
     return replace(opts, script=_script_path(str(opts.script), opts.workdir))
 

@@ -6,11 +6,24 @@ command and its launcher's script.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuprov import console, hosts
-from gpuprov.launch import environments, jobs, launchers, options, preflight, push, remote, render, selection
+from gpuprov.launch import (
+    environments,
+    image_delivery,
+    jobs,
+    launchers,
+    options,
+    preflight,
+    push,
+    remote,
+    render,
+    selection,
+)
+from gpuprov.launch.environments import Environment
+from gpuprov.launch.environments.container_image import ContainerImage
 from gpuprov.launch.launchers import Launcher
 from gpuprov.launch.options import LaunchOptions
 
@@ -24,6 +37,7 @@ class Plan:
     scripts: dict[str, str]
     payload: push.Payload
     launcher: Launcher
+    ib_hosts: dict[str, list[str]] = field(default_factory=dict)  # --image: hosts with IB -> their devices
 
 
 def host_env(
@@ -53,9 +67,12 @@ def build_commands(
     master_port: int,
     script_rel: str,
     launcher: Launcher | None = None,
+    environment: Environment | None = None,
 ) -> dict[str, render.HostCommand]:
-    """Each host's part of the job, for its launcher's script (default: the default launcher's)."""
+    """Each host's part of the job, for its launcher's script (default: the default launcher's), its ranks
+    started with the environment's python (default: the host's own env)."""
     launcher = launcher or launchers.by_name(launchers.DEFAULT)
+    environment = environment or environments.by_name(environments.DEFAULT)
     job_dir = f"{remote.JOBS_DIR}/{job_id}"
     peers = tuple((c.host.address, c.nproc) for c in checks)
     return {
@@ -65,7 +82,7 @@ def build_commands(
             node_rank=rank,
             nnodes=len(checks),
             nproc=check.nproc,
-            python=check.python,
+            python=environment.rank_python(check),
             job_dir=job_dir,
             script=script_rel,
             script_args=opts.script_args,
@@ -100,10 +117,12 @@ def plan(opts: LaunchOptions) -> Plan:
     _, selected = selection.chosen(opts)
     master_addr = selection.master_address(selected[0], len(selected))
     launcher = launchers.by_name(opts.launcher)
-    environment = environments.by_name(environments.DEFAULT)
+    environment = environments.chosen(opts.image)
     templates = {host.name: template_for(opts, host, launcher) for host in selected}
     hosts.check_ssh_files(selected, where="", fix="fix the path")
     payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
+    if opts.push_image and opts.image:
+        image_delivery.push_missing(selected, opts.image)
     console.step(f"Preflight on {len(selected)} host(s): {', '.join(h.name for h in selected)}")
     try:
         checks = preflight.run(selected, master_addr, opts.master_port, opts.nproc, environment, launcher)
@@ -114,9 +133,16 @@ def plan(opts: LaunchOptions) -> Plan:
     job_id = jobs.new_id()
     try:
         commands = build_commands(
-            job_id, opts, checks.checks, master_addr, checks.master_port, payload.script_rel, launcher
-        )
-        scripts = {name: launcher.host_script(cmd, templates[name]) for name, cmd in commands.items()}
+            job_id, opts, checks.checks, master_addr, checks.master_port, payload.script_rel, launcher,
+            environment,
+        )  # fmt: skip
+        by_name = {check.host.name: check for check in checks.checks}
+        scripts = {
+            name: environment.host_script(
+                launcher.host_script(cmd, templates[name]), job_id, cmd.job_dir, by_name[name]
+            )
+            for name, cmd in commands.items()
+        }
     except BaseException:
         checks.close()
         raise
@@ -125,7 +151,8 @@ def plan(opts: LaunchOptions) -> Plan:
             f"{check.host.name}: {environment.describe(check)}, "
             f"{check.gpus} GPU(s) -> {check.nproc} process(es)"
         )
-    return Plan(job_id, selected, checks, commands, scripts, payload, launcher)
+    ib_hosts = environment.ib_hosts() if isinstance(environment, ContainerImage) else {}
+    return Plan(job_id, selected, checks, commands, scripts, payload, launcher, ib_hosts)
 
 
 def _problem_table(problems: list[str], names: list[str]) -> None:

@@ -155,14 +155,20 @@ class SbatchJob:
     file_name: str
     # True: workdir is relative to the directory sbatch is run in (gpuprov launch --scheduler slurm).
     workdir_relative: bool = False
+    image: str = ""  # --image: the ranks run inside it (launch.environments.container_slurm)
 
 
-def sbatch_script(job: SbatchJob, template_name: str) -> str:
-    """gpuprov's sbatch template template_name with the job's fields, and nproc_expr (the processes per node:
-    'gpu' and 'auto' are one per GPU Slurm gave the node, 1 without GPUs) and workdir_expr (quoted; under
-    the submit directory where the work directory is relative)."""
-    fields = {name: getattr(job, name) for name in job.__dataclass_fields__}
-    fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else '"${SLURM_GPUS_ON_NODE:-1}"'
+def workdir_expr(job: SbatchJob) -> str:
+    """The job's work directory in the sbatch script: quoted, under the submit directory when relative."""
     quoted = quote(job.workdir)
-    fields["workdir_expr"] = f'"$SLURM_SUBMIT_DIR"/{quoted}' if job.workdir_relative else quoted
-    return load(None, template_name).render(**fields)
+    return f'"$SLURM_SUBMIT_DIR"/{quoted}' if job.workdir_relative else quoted
+
+
+def sbatch_script(job: SbatchJob, template_name: str, **extra: str) -> str:
+    """gpuprov's sbatch template template_name with the job's fields, and nproc_expr (the processes per node:
+    'gpu' and 'auto' are one per GPU Slurm gave the node, 1 without GPUs), workdir_expr (workdir_expr())
+    and what the launcher adds (extra)."""
+    fields: dict[str, object] = {name: getattr(job, name) for name in job.__dataclass_fields__}
+    fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else '"${SLURM_GPUS_ON_NODE:-1}"'
+    fields["workdir_expr"] = workdir_expr(job)
+    return load(None, template_name).render(**fields, **extra)

@@ -60,7 +60,7 @@ def job(
         job_name=render.job_name(f"gpuprov-{opts.script.stem}"),
         nnodes=nnodes,
         nproc=str(opts.nproc),
-        python=environments.by_name(environments.DEFAULT).default_python,
+        python=environments.chosen(opts.image).default_python,
         workdir=workdir,
         script=script,
         script_args=opts.script_args,
@@ -70,6 +70,7 @@ def job(
         launch_args=" ".join(render.quote(a) for a in argv),
         file_name=file_name,
         workdir_relative=workdir_relative,
+        image=opts.image or "",
     )
 
 

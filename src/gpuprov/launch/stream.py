@@ -11,6 +11,7 @@ import queue
 import re
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -91,10 +92,15 @@ class Printer:
     """Prints lines as 'host/rank | text' and appends them to one local log file per host."""
 
     def __init__(
-        self, hosts: list[str], log_paths: dict[str, Path], rank_hosts: dict[str, str] | None = None
+        self,
+        hosts: list[str],
+        log_paths: dict[str, Path],
+        rank_hosts: dict[str, str] | None = None,
+        watch: Callable[[str, str], None] | None = None,
     ) -> None:
         # rank_hosts: where each rank runs, for output that arrives through another host (mpirun's).
         self.rank_hosts = rank_hosts or {}
+        self.watch = watch  # sees every line (nccl_transport.Watch: NCCL's transport on IB hosts)
         self.width = max(len(h) for h in hosts) + 3
         self.colors = {h: COLORS[i % len(COLORS)] for i, h in enumerate(hosts)}
         self.logs: dict[str, IO[str]] = {}
@@ -113,6 +119,8 @@ class Printer:
         where = self.rank_hosts.get(rank, host)
         console.job_line(f"{where}/{rank}".ljust(self.width), body, self.colors.get(where, "white"))
         self.tails[host].append(text)
+        if self.watch is not None:
+            self.watch(host, text)
         log = self.logs.get(host)
         if log is not None:
             log.write(text + "\n")

@@ -10,7 +10,11 @@ Standard library only (it runs with the job's Python env on the host, any Python
     agent.py status JOBDIR           one JSON line: state, exit code, pgid
 
 Layout of JOBDIR: run.sh (the rendered torchrun command), job_id, job.log (torchrun's output), pgid,
-exit_code (written when the job ends; 128+N for a signal N), ranks/ (torchrun's per-rank logs).
+exit_code (written when the job ends; 128+N for a signal N), ranks/ (torchrun's per-rank logs); with
+`--image`, container (the container's name, then the engine's command, one word a line: run.sh writes it).
+
+A job in a container is also its container: stop removes it by name, whether run.sh's own trap could or not
+(run.sh killed, or an engine whose container outlives its client, such as Podman's under conmon).
 
 A job's processes are: its process group (run.sh execs torchrun, the group leader), every descendant of
 those (torchrun starts each worker in a session of its own), and any process of this user whose
@@ -214,6 +218,8 @@ def attach(jobdir: str) -> int:
         # torchrun ended but something of the job is still there (a worker it lost track of): end it too,
         # so that when the client hears "exit", nothing of the job is left on this host.
         stop(jobdir, grace)
+    else:
+        remove_container(jobdir)  # run.sh's trap removed it; this covers a run.sh that was killed
     _event(f"exit {code}")
     return code
 
@@ -306,7 +312,22 @@ def stop(jobdir: str, grace: float) -> dict[str, int]:
         _signal_all(pids, signal.SIGKILL)
         time.sleep(POLL_S)
         pids = job_processes(jobdir)
+    remove_container(jobdir)
     return {"terminated": termed, "killed": killed, "left": len(pids)}
+
+
+def remove_container(jobdir: str) -> bool:
+    """Remove the job's container by name (`ENGINE rm -f NAME`); False when the job has none."""
+    words = (_read(_path(jobdir, "container")) or "").splitlines()
+    if len(words) < 2:
+        return False
+    name, engine = words[0], words[1:]
+    with open(os.devnull, "wb") as devnull:
+        try:
+            subprocess.call([*engine, "rm", "-f", name], stdout=devnull, stderr=devnull, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return True
 
 
 def status(jobdir: str) -> dict[str, object]:

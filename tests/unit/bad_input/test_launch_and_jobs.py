@@ -498,3 +498,9 @@ def test_an_unknown_launcher(work: Path, verb: str) -> None:
 def test_torchruns_own_options_with_mpirun(work: Path, option: tuple[str, str]) -> None:
     line = one_error(gpuprov("launch", "--launcher", "mpirun", *option, "train.py", cwd=work), 2)
     assert line.startswith(f"error: {' '.join(option)} is torchrun's; mpirun neither restarts ranks")
+
+
+def test_mpirun_with_an_image_is_refused(work: Path) -> None:
+    image = "registry:5000/team/pytorch:1@sha256:" + "a" * 64
+    line = one_error(gpuprov("launch", "--launcher", "mpirun", "--image", image, "train.py", cwd=work), 2)
+    assert line.startswith("error: --launcher mpirun with --image is not supported")

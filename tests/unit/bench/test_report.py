@@ -189,7 +189,7 @@ def test_the_result_line_is_not_shown(
 
     monkeypatch.setattr(run.launch, "run_job", job)
     monkeypatch.setattr(run, "read_result", lambda job_id, master: {"world_size": 1})
-    opts = SimpleNamespace(node_args=lambda: [], launcher="torchrun")
+    opts = SimpleNamespace(node_args=lambda: [], launcher="torchrun", image=None)
     result = run.one_run(opts, Path("inv.ini"), Path("/tmp/node.py"), ["node1"], run.Nproc("1"), "1 node")  # type: ignore[arg-type]
     captured = capsys.readouterr()
     assert result.job_id == "j1" and "window 1/2" in captured.out

@@ -33,7 +33,7 @@ def pair_speeds(monkeypatch: pytest.MonkeyPatch) -> dict[frozenset[str], float]:
     """Each pair's time per repetition; measure() answers from it (slower pair: longer time)."""
     speeds: dict[frozenset[str], float] = {}
 
-    def fake(inventory: Path, names: list[str]) -> dict[str, Any]:
+    def fake(inventory: Path, names: list[str], image: str | None = None) -> dict[str, Any]:
         return report(len(names), [speeds[frozenset(names)]] * 5, size=10**9)
 
     monkeypatch.setattr(bandwidth, "measure", fake)
@@ -62,7 +62,7 @@ def test_every_pair_slow_names_the_first_host(pair_speeds: dict[frozenset[str], 
 def test_one_slow_pair_alone_names_no_host(monkeypatch: pytest.MonkeyPatch) -> None:
     """a <-> b could not run, a <-> c missed: a or c is slow, the pairs cannot say which."""
 
-    def fake(inventory: Path, names: list[str]) -> dict[str, Any]:
+    def fake(inventory: Path, names: list[str], image: str | None = None) -> dict[str, Any]:
         if "b" in names:
             raise GpuprovError("the all-reduce job printed no result")
         return report(2, [10.0] * 5, size=10**9)
@@ -106,7 +106,7 @@ def test_nccl_without_an_inventory_threshold_is_judged_against_the_hardware(
     ib = "CA 'mlx5_0'\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 100\n"
     # 2 hosts x 1 GPU: 1 GiB in 0.1 s is 10.7 GB/s algbw = busbw (n = 2); 100 Gb/s x 0.96 x 0.8 = 9.6
     nccl = {"backend": "nccl", "world": 2, "bytes": 1 << 30, "seconds": [0.1, 0.1, 0.1]}
-    monkeypatch.setattr(bandwidth, "measure", lambda inventory, names: nccl)
+    monkeypatch.setattr(bandwidth, "measure", lambda inventory, names, image=None: nccl)
     [result] = bandwidth.check(Path("inv"), _found(ib), {})
     assert (result.status, result.expected) == (Status.PASS, ">= 9.6")
     assert result.source.startswith("hardware: node1's 1 x 100 Gb/s InfiniBand (ibstat)")
@@ -119,7 +119,7 @@ def test_nccl_without_an_inventory_threshold_is_judged_against_the_hardware(
 
 def test_gloo_gets_no_hardware_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
     ib = "CA 'mlx5_0'\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 100\n"
-    monkeypatch.setattr(bandwidth, "measure", lambda inventory, names: report(2, [0.1]))
+    monkeypatch.setattr(bandwidth, "measure", lambda inventory, names, image=None: report(2, [0.1]))
     [result] = bandwidth.check(Path("inv"), _found(ib), {})
     assert (result.status, result.expected) == (Status.PASS, "")
     assert "gloo on CPU is measured, not judged" in result.detail
@@ -134,7 +134,7 @@ def test_one_host_is_judged_against_its_nvlink(monkeypatch: pytest.MonkeyPatch) 
     text = (Path(__file__).parents[2] / "recorded" / "nvidia-smi" / "nvlink-status-V100-inactive").read_text()
     # 4 x 25.781 GB/s = 103.124 GB/s x 0.73 x 0.8 = 60.224 GB/s; 4 ranks, 1 GiB in 0.02 s: 80.5 GB/s busbw
     nccl = {"backend": "nccl", "world": 4, "bytes": 1 << 30, "seconds": [0.02] * 3}
-    monkeypatch.setattr(bandwidth, "measure", lambda inventory, names: nccl)
+    monkeypatch.setattr(bandwidth, "measure", lambda inventory, names, image=None: nccl)
     [result] = bandwidth.check(Path("inv"), _one_host(text), {})
     assert (result.host, result.status, result.expected) == ("node1", Status.PASS, ">= 60.224")
     assert result.source.startswith("hardware: node1's GPU 3: 4 x 25.781 GB/s NVLink")
@@ -147,7 +147,7 @@ def test_one_host_without_nvlink_is_measured_only_with_an_inventory_threshold(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     nccl = {"backend": "nccl", "world": 2, "bytes": 1 << 30, "seconds": [0.1] * 3}
-    monkeypatch.setattr(bandwidth, "measure", lambda inventory, names: nccl)
+    monkeypatch.setattr(bandwidth, "measure", lambda inventory, names, image=None: nccl)
     [result] = bandwidth.check(Path("inv"), _one_host(""), {})  # PCIe only: no NVLink GPU listed
     assert result.status is Status.NOT_APPLICABLE and "no hardware threshold" in result.detail
     [result] = bandwidth.check(Path("inv"), _one_host(""), {"gpuprov_check_min_busbw_gbps": "5"})

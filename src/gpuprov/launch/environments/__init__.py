@@ -1,4 +1,4 @@
-"""What a job's ranks run in: the host's own Python env today (the one entry; issue 23 adds an image).
+"""What a job's ranks run in: the host's own Python env, or a container image (`--image`).
 
 An environment answers preflight for each host in that host's one round trip: which interpreter runs the
 job (and agent.py, receive.py beside it), torch, CUDA and NCCL versions and the GPUs, every problem as a
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from gpuprov.launch.environments.container_image import ContainerImage
 from gpuprov.launch.environments.host_python import HostPython
 
 if TYPE_CHECKING:
@@ -44,10 +45,23 @@ class Environment(Protocol):
         """One host's answers for the preflight summary line."""
         ...
 
+    def rank_python(self, check: HostCheck) -> str:
+        """The interpreter the launcher's script starts the ranks with on this host."""
+        ...
 
-ENVIRONMENTS: dict[str, Environment] = {"host-python": HostPython()}
+    def host_script(self, script: str, job_id: str, job_dir: str, check: HostCheck) -> str:
+        """run.sh from the launcher's script: as it is, or run inside the environment (a container)."""
+        ...
+
+
+ENVIRONMENTS: dict[str, Environment] = {"host-python": HostPython(), "container-image": ContainerImage()}
 DEFAULT = "host-python"
 
 
 def by_name(name: str) -> Environment:
     return ENVIRONMENTS[name]
+
+
+def chosen(image: str | None) -> Environment:
+    """The environment the options ask for: the image's (a fresh one: it keeps each host's answers)."""
+    return ContainerImage(image) if image else by_name(DEFAULT)

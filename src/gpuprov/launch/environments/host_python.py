@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections import Counter
+from collections.abc import Callable
 
 from gpuprov import hosts, onhost, ssh
 from gpuprov.errors import BadInput, GpuprovError
@@ -42,13 +43,19 @@ class HostPython:
         _probe(check)
 
     def finish_check(self, check: HostCheck) -> None:
-        _finish_import(check)
+        finish_import(check)
 
     def disagreements(self, checks: list[HostCheck]) -> list[Problem]:
         return _versions_agree(checks)
 
     def describe(self, check: HostCheck) -> str:
         return f"python {check.python}, torch {check.torch}, CUDA {check.cuda}, NCCL {check.nccl}"
+
+    def rank_python(self, check: HostCheck) -> str:
+        return check.python
+
+    def host_script(self, script: str, job_id: str, job_dir: str, check: HostCheck) -> str:
+        return script  # the launcher's script runs on the host as it is
 
 
 def host_check_command(given_python: str | None, count_gpus: bool) -> str:
@@ -78,24 +85,26 @@ def host_check_command(given_python: str | None, count_gpus: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _probe(check: HostCheck) -> None:
-    assert check.client is not None
-    host = check.host
+def inventory_gpus(check: HostCheck) -> int | None:
+    """The host's GPUs as the inventory counts them (gpuprov_gpu_count, into check), else None: ask it."""
     try:
-        given = hosts.gpu_count(host.vars)
+        given = hosts.gpu_count(check.host.vars)
     except ValueError as exc:
         raise BadInput(f"{exc}; fix the inventory") from None
     if given is not None:
         check.gpus = given
-    given_python = host.vars.get("gpuprov_python")
-    command = host_check_command(str(given_python) if given_python else None, count_gpus=given is None)
-    # The launcher's questions go first in the same command; Sections keeps their answers aside.
-    channel = ssh.open_channel(check.client, check.launcher_command + command, read_timeout=60)
+    return given
+
+
+def read_check(check: HostCheck, command: str, read: Callable[[Sections], bool], timeout: float) -> None:
+    """Run the host's one check command and read it with read(); its channel stays open when read() says
+    the job can run there (probe.py's, for the port test), else it is closed. SSH failing: GpuprovError.
+    The launcher's questions go first in the same command; Sections keeps their answers aside."""
+    assert check.client is not None
+    channel = ssh.open_channel(check.client, check.launcher_command + command, read_timeout=timeout)
     try:
-        answers = Sections(channel, check.launcher_answers)
-        if not _read_checks(check, answers, given is None):
+        if not read(Sections(channel, check.launcher_answers)):
             channel.close()
-            return
     except ssh.SessionLost as exc:
         channel.close()
         cause = exc.cause
@@ -105,6 +114,13 @@ def _probe(check: HostCheck) -> None:
     except BaseException:
         channel.close()
         raise
+
+
+def _probe(check: HostCheck) -> None:
+    given = inventory_gpus(check)
+    given_python = check.host.vars.get("gpuprov_python")
+    command = host_check_command(str(given_python) if given_python else None, count_gpus=given is None)
+    read_check(check, command, lambda answers: _read_checks(check, answers, given is None), 60)
 
 
 def _no_env(check: HostCheck, text: str, fact_rc: int | None) -> Problem:
@@ -187,8 +203,11 @@ def _read_checks(check: HostCheck, answers: Sections, count_gpus: bool) -> bool:
     return True
 
 
-def _finish_import(check: HostCheck) -> None:
-    """End the host's check: wait for its `import torch`, whose versions replace those read from files."""
+def finish_import(check: HostCheck, where: str | None = None) -> None:
+    """End the host's check: wait for its `import torch`, whose versions replace those read from files.
+
+    where: the interpreter as the messages name it (default check.python; an image's: `python3 in IMAGE`)."""
+    where = where or check.python
     answers = check.answers
     if answers is None:
         return
@@ -206,7 +225,7 @@ def _finish_import(check: HostCheck) -> None:
         check.problems.append(
             Problem(
                 NOT_READY,
-                f"{name}: `import torch` with {check.python} did not report ({answers.last_other()})",
+                f"{name}: `import torch` with {where} did not report ({answers.last_other()})",
             )
         )
         check.torch = None
@@ -215,7 +234,7 @@ def _finish_import(check: HostCheck) -> None:
         answers.channel.close()
     if "error" in info:
         check.problems.append(
-            Problem(NOT_READY, f"{name}: the env {check.python} cannot import torch ({info['error']})")
+            Problem(NOT_READY, f"{name}: the env {where} cannot import torch ({info['error']})")
         )
         check.torch = None
         return

@@ -43,7 +43,13 @@ class Torchrun:
         """srun + torchrun, c10d rendezvous on the first node."""
         from gpuprov.launch import render
 
-        return render.sbatch_script(job, SBATCH_TEMPLATE)
+        block = ""
+        if job.image:  # the ranks inside the image: pyxis, else each node's engine
+            from gpuprov.launch.environments import container_slurm
+
+            names = [*job.env, *self.job_env()]
+            block = container_slurm.block(job, render.workdir_expr(job), names)
+        return render.sbatch_script(job, SBATCH_TEMPLATE, container_block=block)
 
     def check_command(self, host: hosts.Host, selected: list[hosts.Host]) -> str:
         return ""  # torchrun comes with torch, which the environment's check already asks for
