@@ -434,8 +434,8 @@ def _finish(opts: LaunchOptions) -> LaunchOptions:
     if opts.launcher == "mpirun" and opts.image is not None:
         # mpirun's daemons reach the other hosts over the run user's SSH on the hosts, not inside the image.
         raise BadInput(
-            "--launcher mpirun with --image is not supported: mpirun starts its daemons over SSH on the hosts, "
-            "outside the image; use --launcher torchrun with --image (docs/containers.md)"
+            "--launcher mpirun with --image is not supported: mpirun starts its daemons over SSH on the "
+            "hosts, outside the image; use --launcher torchrun with --image (docs/containers.md)"
         )
     return replace(opts, script=_script_path(str(opts.script), opts.workdir))
 
