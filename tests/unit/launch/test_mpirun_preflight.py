@@ -88,7 +88,10 @@ def _preflight(
             "PATH": path,
             "PYTHONPATH": str(site),
             "PYTHONDONTWRITEBYTECODE": "1",
+            "MPI_BIN": path,
         }
+    # The stand-in mpirun where the role's would be (each host's own): the paths are shell words.
+    monkeypatch.setattr(mpirun, "MPIRUN_PATHS", ('"$MPI_BIN"/mpirun',))
     fake = PerHost(envs)
     for name in ("connect", "open_channel", "run"):
         monkeypatch.setattr(ssh, name, getattr(fake, name))
@@ -131,7 +134,8 @@ def test_no_mpirun_names_the_hosts_and_the_role(tmp_path: Path, monkeypatch: pyt
     assert isinstance(result, preflight.PreflightFailed)
     assert result.exit_code == 7
     assert str(result) == (
-        "preflight: no mpirun on node2, node3: apply the role `mpi` to them (gpuprov bootstrap -e "
+        'preflight: no Open MPI mpirun ("$MPI_BIN"/mpirun) on node2, node3: apply the role `mpi` to them '
+        "(gpuprov bootstrap -e "
         "mpi_enabled=true), or launch with --launcher torchrun; nothing was started"
     )
 
@@ -164,7 +168,8 @@ def test_a_peer_without_node_to_node_ssh(tmp_path: Path, monkeypatch: pytest.Mon
     assert str(result) == (
         "preflight: node1 cannot start mpirun's daemon on node2 over SSH (ssh 127.0.0.2: Host key "
         "verification failed.); apply the role `mpi` (node-to-node SSH for the run user, host keys checked) "
-        "to all hosts; nothing was started"
+        "to all hosts (127.0.0.2 must be a name in node1's ~/.ssh/gpuprov_mpi_known_hosts); "
+        "nothing was started"
     )
 
 
