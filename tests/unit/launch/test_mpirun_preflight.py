@@ -22,6 +22,7 @@ from tests.unit.launch.test_round_trips import Counting, LocalChannel
 
 RECORDED = Path(__file__).resolve().parents[2] / "recorded" / "mpirun"
 OPEN_MPI_414 = RECORDED / "openmpi-4.1.4-debian12.txt"
+OPEN_MPI_414_DEBIAN_NAME = RECORDED / "openmpi-4.1.4-debian12-mpirun.openmpi.txt"
 OPEN_MPI_506 = RECORDED / "openmpi-5.0.6-first-line.txt"
 MPICH = RECORDED / "mpich-4.0.2-debian12.txt"
 MPIRUN = mpirun.Mpirun()
@@ -191,7 +192,8 @@ def test_torchrun_asks_nothing_more(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.parametrize(
-    ("recorded", "version"), [(OPEN_MPI_414, "4.1.4"), (OPEN_MPI_506, "5.0.6"), (MPICH, None)]
+    ("recorded", "version"),
+    [(OPEN_MPI_414, "4.1.4"), (OPEN_MPI_414_DEBIAN_NAME, "4.1.4"), (OPEN_MPI_506, "5.0.6"), (MPICH, None)],
 )
 def test_open_mpi_version_from_recorded_output(recorded: Path, version: str | None) -> None:
     assert mpirun.open_mpi_version(recorded.read_text().splitlines()) == version

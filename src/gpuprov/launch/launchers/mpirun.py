@@ -42,8 +42,9 @@ HOME_SECTION = "launcher-mpirun-home"
 PEER_SECTION = "launcher-mpirun-peer "  # + the peer's address
 NOT_INSTALLED = 127  # the version section's status where there is no mpirun
 UNRESOLVED = 68  # a peer section's status where the first host cannot resolve the peer's address
-# `mpirun --version` of Open MPI prints "mpirun (Open MPI) 4.1.4" first (tests/recorded/mpirun/).
-_OPEN_MPI = re.compile(r"^mpirun \(Open MPI\) (\S+)\s*$")
+# `mpirun --version` of Open MPI prints "mpirun (Open MPI) 4.1.4" first, `mpirun.openmpi --version`
+# "mpirun.openmpi (OpenRTE) 4.1.4" (tests/recorded/mpirun/): the name is argv[0]'s.
+_OPEN_MPI = re.compile(r"^\S+ \((?:Open MPI|OpenRTE)\) (\S+)\s*$")
 _IFNAME_VARS = ("nccl_socket_ifname", "gpuprov_nccl_socket_ifname", "gloo_socket_ifname")
 SSH_OPTIONS = "-o BatchMode=yes -o ConnectTimeout=5"
 # The mpirun the mpi role installs (roles/mpi/vars/Debian.yml, RedHat.yml), in the order tried; shell words
