@@ -186,7 +186,8 @@ def _disagreements(checks: list[HostCheck]) -> list[Problem]:
             Problem(
                 NOT_READY,
                 f"Open MPI versions differ: {', '.join(odd[0])}, the other hosts {odd[1]}; mpirun needs the "
-                f"same Open MPI on every host: apply the role `{ROLE}` (its version is in the lock) to all",
+                f"same Open MPI on every host, and each OS release ships its own (the role `{ROLE}` pins "
+                "only the series): launch on hosts of one OS release",
             )
         )
     fixes = (
