@@ -21,6 +21,7 @@ Horovod's launcher or with Open MPI's:
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 import time
@@ -78,6 +79,20 @@ def main() -> int:
         torch.cuda.set_device(hvd.local_rank())
     device = torch.device("cuda", hvd.local_rank()) if use_cuda else torch.device("cpu")
     print(f"rank {hvd.rank()}/{hvd.size()} on {socket.gethostname()}: started", flush=True)
+    # A Horovod built without MPI, started by mpirun, finds no Gloo rendezvous and runs each rank as a world
+    # of one (horovod/common/gloo/gloo_context.cc, "assuming single process execution"): refuse that.
+    launched = next(
+        (os.environ[n] for n in ("OMPI_COMM_WORLD_SIZE", "HOROVOD_SIZE") if n in os.environ), None
+    )
+    if launched is not None and int(launched) != hvd.size():
+        print(
+            f"train_horovod.py: the launcher started {launched} processes but Horovod sees a world of "
+            f"{hvd.size()}: this Horovod lacks the launcher's controller (horovodrun --check-build; built "
+            "without MPI?)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 2
     if hvd.rank() == 0:
         controller = "MPI" if hvd.mpi_enabled() else "Gloo" if hvd.gloo_enabled() else "?"
         print(

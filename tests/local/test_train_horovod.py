@@ -68,3 +68,14 @@ def test_two_processes_train_and_agree(launcher: str) -> None:
     controller = "Gloo" if launcher == "horovodrun-gloo" else "MPI"
     assert any(line.startswith(f"world size 2, controller {controller}, device cpu") for line in lines)
     assert any(AGREEMENT.search(line) for line in lines), proc.stdout[-3000:]
+
+
+def test_a_world_smaller_than_the_launcher_started_is_refused() -> None:
+    """What a Horovod built without MPI does under mpirun (each rank a world of one): one process told by the
+    launcher's variable that it started two must fail, not train alone and print OK."""
+    env = {**os.environ, "PATH": f"{HOROVOD_ENV}/bin:/usr/bin:/bin", "HOROVOD_SIZE": "2"}
+    command = [f"{HOROVOD_ENV}/bin/python", str(EXAMPLE), "--epochs", "1", "--samples", "256"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "the launcher started 2 processes but Horovod sees a world of 1" in proc.stderr
+    assert "agreement" not in proc.stdout

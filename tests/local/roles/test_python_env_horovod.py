@@ -48,6 +48,12 @@ def test_each_host_gets_the_build_that_fits_it(tmp_path: Path) -> None:
             "__python_env_horovod_mpicxx": mpicxx,
             "python_env_horovod_mpi": False,
         },
+        # The mpi role switched on: MPI is required (no silent Gloo-only build under mpirun).
+        "cpu_mpi_role": {
+            "__python_env_wheel_tag": "cpu",
+            "__python_env_horovod_mpicxx": no_mpicxx,
+            "mpi_enabled": True,
+        },
     }
     cases = {
         name: {"python_env_horovod_mpi": DEFAULTS["python_env_horovod_mpi"], **c} for name, c in cases.items()
@@ -67,6 +73,7 @@ def test_each_host_gets_the_build_that_fits_it(tmp_path: Path) -> None:
     assert want["cpu_no_mpi"]["build"]["operations"] == ["Gloo"]
     assert want["cpu_mpi_off"]["build"]["operations"] == ["Gloo"]
     assert not want["cpu_mpi_off"]["mpi"]
+    assert want["cpu_mpi_role"]["mpi"] and want["cpu_mpi_role"]["build"]["controllers"] == ["Gloo", "MPI"]
 
 
 def _play(tmp_path: Path, **changes: Any) -> subprocess.CompletedProcess[str]:

@@ -22,6 +22,7 @@ from tests.unit.launch.test_round_trips import Counting, LocalChannel
 
 RECORDED = Path(__file__).resolve().parents[2] / "recorded" / "mpirun"
 OPEN_MPI_414 = RECORDED / "openmpi-4.1.4-debian12.txt"
+OPEN_MPI_414_DEBIAN_NAME = RECORDED / "openmpi-4.1.4-debian12-mpirun.openmpi.txt"
 OPEN_MPI_506 = RECORDED / "openmpi-5.0.6-first-line.txt"
 OPEN_MPI_416 = RECORDED / "openmpi-4.1.6-first-lines-ubuntu24.04.txt"
 MPICH = RECORDED / "mpich-4.0.2-debian12.txt"
@@ -89,7 +90,10 @@ def _preflight(
             "PATH": path,
             "PYTHONPATH": str(site),
             "PYTHONDONTWRITEBYTECODE": "1",
+            "MPI_BIN": path,
         }
+    # The stand-in mpirun where the role's would be (each host's own): the paths are shell words.
+    monkeypatch.setattr(mpirun, "MPIRUN_PATHS", ('"$MPI_BIN"/mpirun',))
     fake = PerHost(envs)
     for name in ("connect", "open_channel", "run"):
         monkeypatch.setattr(ssh, name, getattr(fake, name))
@@ -132,7 +136,8 @@ def test_no_mpirun_names_the_hosts_and_the_role(tmp_path: Path, monkeypatch: pyt
     assert isinstance(result, preflight.PreflightFailed)
     assert result.exit_code == 7
     assert str(result) == (
-        "preflight: no mpirun on node2, node3: apply the role `mpi` to them (gpuprov bootstrap -e "
+        'preflight: no Open MPI mpirun ("$MPI_BIN"/mpirun) on node2, node3: apply the role `mpi` to them '
+        "(gpuprov bootstrap -e "
         "mpi_enabled=true), or launch with --launcher torchrun; nothing was started"
     )
 
@@ -165,7 +170,8 @@ def test_a_peer_without_node_to_node_ssh(tmp_path: Path, monkeypatch: pytest.Mon
     assert str(result) == (
         "preflight: node1 cannot start mpirun's daemon on node2 over SSH (ssh 127.0.0.2: Host key "
         "verification failed.); apply the role `mpi` (node-to-node SSH for the run user, host keys checked) "
-        "to all hosts; nothing was started"
+        "to all hosts (127.0.0.2 must be a name in node1's ~/.ssh/gpuprov_mpi_known_hosts); "
+        "nothing was started"
     )
 
 
@@ -188,7 +194,13 @@ def test_torchrun_asks_nothing_more(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.parametrize(
     ("recorded", "version"),
-    [(OPEN_MPI_414, "4.1.4"), (OPEN_MPI_416, "4.1.6"), (OPEN_MPI_506, "5.0.6"), (MPICH, None)],
+    [
+        (OPEN_MPI_414, "4.1.4"),
+        (OPEN_MPI_414_DEBIAN_NAME, "4.1.4"),
+        (OPEN_MPI_416, "4.1.6"),
+        (OPEN_MPI_506, "5.0.6"),
+        (MPICH, None),
+    ],
 )
 def test_open_mpi_version_from_recorded_output(recorded: Path, version: str | None) -> None:
     assert mpirun.open_mpi_version(recorded.read_text().splitlines()) == version

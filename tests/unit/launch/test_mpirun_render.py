@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from gpuprov import hosts, onhost
+from gpuprov.errors import BadInput
 from gpuprov.launch import options, plan, preflight, render, sbatch, stream
+from gpuprov.launch.launchers import mpirun
 from gpuprov.launch.launchers.mpirun import Mpirun
 from gpuprov.onhost import mpirun_standby
 
@@ -60,18 +62,44 @@ def _stand_in(bin_dir: Path, name: str, record: Path) -> None:
     path.chmod(0o755)
 
 
-def test_the_first_hosts_script_writes_the_hostfile_and_runs_mpirun(tmp_path: Path) -> None:
-    """run.sh as the agent runs it, with a stand-in mpirun: the hostfile it leaves and mpirun's arguments."""
+def _run_first_host(tmp_path: Path, uid: int, mpirun_body: str) -> Path:
+    """run.sh as the agent runs it, as a user of that uid (a stand-in `id`), with a stand-in mpirun (a sh
+    script of mpirun_body) at the path the mpi role installs (the rendered path swapped for the stand-in's):
+    the job's directory."""
     home, bin_dir = tmp_path / "home", tmp_path / "bin"
     job_dir = home / ".gpuprov" / "jobs" / JOB
     (job_dir / "work").mkdir(parents=True)
     bin_dir.mkdir()
-    _stand_in(bin_dir, "mpirun", tmp_path / "mpirun.args")
-    _stand_in(bin_dir, "ssh", tmp_path / "ssh.args")
+    for name, body in (("mpirun", mpirun_body), ("id", f"echo {uid}\n")):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}")
+        (bin_dir / name).chmod(0o755)
+    text = MPIRUN.host_script(_commands()["node1"], None)
     script = tmp_path / "run.sh"
-    script.write_text(MPIRUN.host_script(_commands()["node1"], None))
+    script.write_text(text.replace(mpirun.MPIRUN_PATHS[0], str(bin_dir / "mpirun"), 1))
     env = {"HOME": str(home), "PATH": f"{bin_dir}:/usr/bin:/bin"}
     subprocess.run(["bash", str(script)], check=True, env=env)
+    return job_dir
+
+
+def test_the_first_host_tries_the_mpirun_paths_the_role_installs() -> None:
+    text = MPIRUN.host_script(_commands()["node1"], None)
+    assert f"for m in {' '.join(mpirun.MPIRUN_PATHS)}; do" in text
+    assert 'exec "$mpirun" \\\n' in text and "exec mpirun" not in text
+
+
+@pytest.mark.parametrize(("uid", "allowed"), [(0, ["1", "1"]), (1000, ["", ""])])
+def test_root_gets_open_mpis_run_as_root_permission(tmp_path: Path, uid: int, allowed: list[str]) -> None:
+    """mpirun(1) of Open MPI 4.1.4 (Debian 12's openmpi-bin), "Running as root": mpirun aborts as root unless
+    --allow-run-as-root or both OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1."""
+    record = tmp_path / "env"
+    names = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
+    _run_first_host(tmp_path, uid, "".join(f'echo "${{{n}:-}}" >> {record}\n' for n in names))
+    assert record.read_text().splitlines() == allowed
+
+
+def test_the_first_hosts_script_writes_the_hostfile_and_runs_mpirun(tmp_path: Path) -> None:
+    record = tmp_path / "mpirun.args"
+    job_dir = _run_first_host(tmp_path, 1000, f'for a; do printf "%s\\n" "$a"; done > {record}\n')
     assert (job_dir / "hostfile").read_text() == "10.0.0.1 slots=2\n10.0.0.2 slots=2\n"
     args = (tmp_path / "mpirun.args").read_text().splitlines()
     assert args[:6] == ["--hostfile", f"{job_dir}/hostfile", "-np", "4", "--bind-to", "none"]
@@ -232,16 +260,35 @@ def test_open_mpi_tagged_lines_are_shown_under_their_ranks_host(
 
 
 def test_the_sbatch_script_is_valid_bash_with_both_paths(tmp_path: Path) -> None:
-    opts = options.LaunchOptions(script=Path("train.py"), nodes=2, launcher="mpirun", env={"FOO": "1"})  # type: ignore[call-arg]
+    opts = options.LaunchOptions(
+        script=Path("train.py"), nodes=2, launcher="mpirun", env={"FOO": "1"}, nproc=options.Nproc("count", 8)
+    )
     text = MPIRUN.sbatch_script(sbatch.job(opts, ["--launcher", "mpirun"], 2, "/w", "train.py", "job.sbatch"))
     path = tmp_path / "job.sbatch"
     path.write_text(text)
     assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
     assert "srun --mpi=pmix --kill-on-bad-exit=1 --label" in text
     assert (
-        'mpirun -np $((SLURM_NNODES * GPUPROV_NPROC)) --map-by ppr:"$GPUPROV_NPROC":node --bind-to none'
+        '"$mpirun" -np $((SLURM_NNODES * GPUPROV_NPROC)) --map-by ppr:"$GPUPROV_NPROC":node --bind-to none'
         in text
     )
     assert "export RANK=$OMPI_COMM_WORLD_RANK WORLD_SIZE=$OMPI_COMM_WORLD_SIZE" in text
     assert "export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID" in text
     assert "    -x FOO \\\n" in text
+    # Slurm's tasks are mpirun's slots: the allocation has the ranks the script starts on each node.
+    assert "#SBATCH --ntasks-per-node=8\n" in text and "export GPUPROV_NPROC=8\n" in text
+    assert f"for m in {' '.join(mpirun.MPIRUN_PATHS)}; do" in text and '"$mpirun" -np' in text
+    assert 'case "$(srun --mpi=list 2>&1)" in *pmix*)' in text and "grep -qw pmix" not in text
+
+
+@pytest.mark.parametrize("nproc", ["auto", "gpu"])
+def test_the_sbatch_script_needs_a_number_of_ranks_per_node(nproc: str) -> None:
+    opts = options.LaunchOptions(
+        script=Path("train.py"), nodes=2, launcher="mpirun", nproc=options.Nproc(nproc)
+    )
+    with pytest.raises(BadInput) as caught:
+        MPIRUN.sbatch_script(sbatch.job(opts, [], 2, "/w", "train.py", "job.sbatch"))
+    assert str(caught.value) == (
+        f"--launcher mpirun under Slurm needs --nproc-per-node as a number, not '{nproc}': the sbatch script "
+        "asks Slurm for that many tasks per node (e.g. --nproc-per-node 8 on 8-GPU nodes)"
+    )

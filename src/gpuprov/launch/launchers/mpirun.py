@@ -9,9 +9,14 @@ ranks. Each rank is onhost/mpirun_rank.py, which maps Open MPI's OMPI_COMM_WORLD
 torchrun's and replaces itself with the script. The other hosts' run.sh waits for the job's part there
 (onhost/mpirun_standby.py), so that every host's agent reports and stops what runs on it.
 
-Preflight, in each host's one check command: mpirun present and Open MPI's version (the same everywhere),
-$HOME (mpirun starts every rank with the first host's paths), and on the first host whether it resolves
-and reaches each other host over SSH as mpirun will.
+mpirun is called by the absolute path the mpi role installs (MPIRUN_PATHS): on EL nothing is on PATH
+without `module load mpi/openmpi-x86_64`, on Debian/Ubuntu /usr/bin/mpirun is an alternative another MPI
+may own, and only an absolute path makes mpirun give the remote daemons its --prefix (Open MPI 4.1
+orted_submit.c), so that orted is found on EL. Preflight, in each host's one check command: that mpirun
+and Open MPI's version (the same everywhere), $HOME (mpirun starts every rank with the first host's paths),
+and on the first host whether it resolves and reaches each other host over SSH exactly as mpirun's daemons
+will be started: ssh with Open MPI's plm_rsh_args, which the mpi role owns (the cluster key, its known
+hosts, IdentitiesOnly, StrictHostKeyChecking=yes, BatchMode), read with that Open MPI's ompi_info.
 """
 
 from __future__ import annotations
@@ -37,10 +42,15 @@ HOME_SECTION = "launcher-mpirun-home"
 PEER_SECTION = "launcher-mpirun-peer "  # + the peer's address
 NOT_INSTALLED = 127  # the version section's status where there is no mpirun
 UNRESOLVED = 68  # a peer section's status where the first host cannot resolve the peer's address
-# `mpirun --version` of Open MPI prints "mpirun (Open MPI) 4.1.4" first (tests/recorded/mpirun/).
-_OPEN_MPI = re.compile(r"^mpirun \(Open MPI\) (\S+)\s*$")
+# `mpirun --version` of Open MPI prints "mpirun (Open MPI) 4.1.4" first, `mpirun.openmpi --version`
+# "mpirun.openmpi (OpenRTE) 4.1.4" (tests/recorded/mpirun/): the name is argv[0]'s.
+_OPEN_MPI = re.compile(r"^\S+ \((?:Open MPI|OpenRTE)\) (\S+)\s*$")
 _IFNAME_VARS = ("nccl_socket_ifname", "gpuprov_nccl_socket_ifname", "gloo_socket_ifname")
 SSH_OPTIONS = "-o BatchMode=yes -o ConnectTimeout=5"
+# The mpirun the mpi role installs (roles/mpi/vars/Debian.yml, RedHat.yml), in the order tried; shell words
+# (no quoting). templates/mpirun.sh.j2 tries the same ones (tests/unit/launch/test_mpirun_render.py).
+MPIRUN_PATHS = ("/usr/bin/mpirun.openmpi", "/usr/lib64/openmpi/bin/mpirun")
+KNOWN_HOSTS = "~/.ssh/gpuprov_mpi_known_hosts"  # the mpi role's (roles/mpi/tasks/trust.yml)
 RSH_ARGS_SED = shlex.quote("s/^mca:plm:rsh:param:plm_rsh_args:value://p")
 
 
@@ -62,9 +72,18 @@ class Mpirun:
         return render.host_script(command, template, HOST_TEMPLATE)
 
     def sbatch_script(self, job: SbatchJob) -> str:
-        """srun --mpi=pmix where Slurm has PMIx, else mpirun inside the allocation."""
+        """srun --mpi=pmix where Slurm has PMIx, else mpirun inside the allocation. The script asks Slurm for
+        --ntasks-per-node ranks: Open MPI takes Slurm's tasks as its slots, so 'gpu' and 'auto' (known only
+        once Slurm picked the nodes) would give one slot a node and fail mpirun's ppr mapping."""
+        from gpuprov.errors import BadInput
         from gpuprov.launch import render
 
+        if not job.nproc.isdigit():
+            raise BadInput(
+                f"--launcher mpirun under Slurm needs --nproc-per-node as a number, not {job.nproc!r}: the "
+                "sbatch script asks Slurm for that many tasks per node "
+                "(e.g. --nproc-per-node 8 on 8-GPU nodes)"
+            )
         return render.sbatch_script(job, SBATCH_TEMPLATE)
 
     def check_command(self, host: hosts.Host, selected: list[hosts.Host]) -> str:
@@ -85,15 +104,17 @@ def check_command(host: hosts.Host, selected: list[hosts.Host]) -> str:
     from gpuprov.launch.preflight import SECTION
 
     lines = [
-        f"echo '{SECTION}{VERSION_SECTION}'; ( command -v mpirun >/dev/null || exit {NOT_INSTALLED}; "
-        f'mpirun --version ) 2>&1; r=$?; echo "{SECTION}end $r"',
+        f'mpirun=; for m in {" ".join(MPIRUN_PATHS)}; do if [ -x "$m" ]; then mpirun=$m; break; fi; done',
+        f"echo '{SECTION}{VERSION_SECTION}'; ( [ -n \"$mpirun\" ] || exit {NOT_INSTALLED}; "
+        f'"$mpirun" --version ) 2>&1; r=$?; echo "{SECTION}end $r"',
         f'echo \'{SECTION}{HOME_SECTION}\'; echo "$HOME"; echo "{SECTION}end 0"',
     ]
     if host is selected[0] and len(selected) > 1:
         # ssh as mpirun's daemons will be started: with Open MPI's plm_rsh_args (the mpi role sets the
         # cluster key and its known hosts there), word-split as Open MPI splits them.
         lines.append(
-            f"rsh_args=$(ompi_info --parsable --param plm rsh --level 9 2>/dev/null | sed -n {RSH_ARGS_SED})"
+            f'rsh_args=$("${{mpirun%/*}}"/ompi_info --parsable --param plm rsh --level 9 2>/dev/null '
+            f"| sed -n {RSH_ARGS_SED})"
         )
         for peer in selected[1:]:
             address = shlex.quote(peer.address)
@@ -124,7 +145,8 @@ def _installation_problems(checks: list[HostCheck]) -> list[Problem]:
         problems.append(
             Problem(
                 NOT_READY,
-                f"no mpirun on {', '.join(missing)}: apply the role `{ROLE}` to "
+                f"no Open MPI mpirun ({' or '.join(MPIRUN_PATHS)}) on {', '.join(missing)}: apply the role "
+                f"`{ROLE}` to "
                 f"{'it' if len(missing) == 1 else 'them'} (gpuprov bootstrap -e mpi_enabled=true), "
                 "or launch with --launcher torchrun",
             )
@@ -164,7 +186,8 @@ def _disagreements(checks: list[HostCheck]) -> list[Problem]:
             Problem(
                 NOT_READY,
                 f"Open MPI versions differ: {', '.join(odd[0])}, the other hosts {odd[1]}; mpirun needs the "
-                f"same Open MPI on every host: apply the role `{ROLE}` (its version is in the lock) to all",
+                f"same Open MPI on every host, and each OS release ships its own (the role `{ROLE}` pins "
+                "only the series): launch on hosts of one OS release",
             )
         )
     fixes = (
@@ -216,7 +239,8 @@ def _peer_problems(checks: list[HostCheck]) -> list[Problem]:
                 f"cannot start mpirun's daemon on {peer.host.name} over SSH (ssh {peer.host.address}: {last})"
             )
             fix = (
-                f"apply the role `{ROLE}` (node-to-node SSH for the run user, host keys checked) to all hosts"
+                f"apply the role `{ROLE}` (node-to-node SSH for the run user, host keys checked) to all "
+                f"hosts ({peer.host.address} must be a name in {first.host.name}'s {KNOWN_HOSTS})"
             )
         problems.append(Problem(NOT_READY, f"{first.host.name} {why}; {fix}"))
     return problems

@@ -14,7 +14,22 @@ cat > "$HOME"/.gpuprov/jobs/20250101-000000-abcd/hostfile <<'GPUPROV_HOSTFILE'
 10.0.0.1 slots=2
 10.0.0.2 slots=2
 GPUPROV_HOSTFILE
-exec mpirun \
+# Open MPI's mpirun where the mpi role installs it (Debian/Ubuntu, EL; nothing on PATH on EL without its
+# module), by its absolute path: that gives the remote daemons Open MPI's --prefix, so orted is found there.
+mpirun=
+for m in /usr/bin/mpirun.openmpi /usr/lib64/openmpi/bin/mpirun; do
+  if [ -x "$m" ]; then mpirun=$m; break; fi
+done
+if [ -z "$mpirun" ]; then
+  echo "gpuprov: no Open MPI mpirun on $(hostname) (/usr/bin/mpirun.openmpi, /usr/lib64/openmpi/bin/mpirun): apply the role mpi" >&2
+  exit 127
+fi
+# mpirun refuses root without this (mpirun(1) of Open MPI 4.1, "Running as root"); the two variables are
+# its documented equivalent of --allow-run-as-root (one rendered script serves a root and a non-root user).
+if [ "$(id -u)" = 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+exec "$mpirun" \
   --hostfile "$HOME"/.gpuprov/jobs/20250101-000000-abcd/hostfile \
   -np 4 \
   --bind-to none --map-by slot \
