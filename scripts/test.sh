@@ -24,8 +24,8 @@ if [ "${1:-}" = "--fast" ]; then
 fi
 
 echo "== ruff"
-.venv/bin/ruff check src tests benchmarks examples
-.venv/bin/ruff format --check src tests benchmarks examples
+.venv/bin/ruff check src tests benchmarks examples playbooks/filter_plugins
+.venv/bin/ruff format --check src tests benchmarks examples playbooks/filter_plugins
 echo "== mypy (strict, see pyproject.toml)" && .venv/bin/mypy
 if "$FAST"; then
   echo "== pytest tests/unit (the pure unit tests)"

@@ -43,10 +43,14 @@ def gpu_stack_conflicts(locks: Mapping[str, Any], table: Mapping[str, Any]) -> l
     return messages
 
 
-def gpu_stack_os_conflicts(stack: Any, distribution: str, version: str, table: Mapping[str, Any]) -> list[str]:
-    """One message when NVIDIA's repository for this OS (Ansible's distribution and version) lacks the CUDA."""
+def gpu_stack_os_conflicts(
+    stack: Any, distribution: str, version: str, table: Mapping[str, Any]
+) -> list[str]:
+    """One message when NVIDIA's repository for this OS (Ansible's distribution, version) lacks the CUDA."""
     lock = _lock_module()
-    return list(lock.os_problems(dict(stack) if isinstance(stack, Mapping) else stack, distribution, version, table))
+    return list(
+        lock.os_problems(dict(stack) if isinstance(stack, Mapping) else stack, distribution, version, table)
+    )
 
 
 class FilterModule:
