@@ -105,8 +105,9 @@ def node_script(env_names: list[str]) -> str:
             # Podman's flags have label=disable; Docker confines containers only where its daemon runs
             # with SELinux on (`docker info` lists name=selinux): then the same, or the mounted home and
             # workdir (user_home_t, nfs_t) cannot be read from container_t.
-            'if [ "$engine" = docker ] && "${run[@]}" info --format "{{json .SecurityOptions}}" 2>/dev/null'
-            ' | grep -q "name=selinux"; then flags="$flags --security-opt label=disable"; fi',
+            'security=; [ "$engine" = docker ] && security=$("${run[@]}" info --format '
+            '"{{json .SecurityOptions}}" 2>/dev/null || true)',
+            'case "$security" in *name=selinux*) flags="$flags --security-opt label=disable" ;; esac',
             *gpu_selection(),
             "name=gpuprov-slurm-$SLURM_JOB_ID-$SLURM_NODEID",
             'remove() { "${run[@]}" rm -f "$name" >/dev/null 2>&1 || true; }',
