@@ -34,8 +34,9 @@ OPENMPI_PACKAGES: tuple[str, ...] = ("openmpi-bin", "openmpi-common", "libopenmp
 PACKAGES: tuple[str, ...] = (
     "slurmctld", "slurmd", "slurm-client", "munge",
     # The container_runtime role's engines (roles/container_runtime/vars/Debian.yml) and runc, the OCI
-    # runtime a nested engine needs (crun fails on the build machine's hybrid cgroups).
-    "docker.io", "podman", "runc",
+    # runtime a nested engine needs (crun fails on the build machine's hybrid cgroups); catatonit, which
+    # Debian's podman only recommends and its --init needs (/usr/libexec/podman/catatonit).
+    "docker.io", "podman", "runc", "catatonit",
     *OPENMPI_PACKAGES,
 )  # fmt: skip
 REPO_DIR = "debian"

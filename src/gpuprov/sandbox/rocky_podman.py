@@ -16,6 +16,9 @@ Recorded facts:
   rocky9 node image's dpkg status (Debian 12 bookworm, 2026-11-26): podman 4.3.1+ds1-8+deb12u1+b3, conmon,
   golang-github-containers-common and -image, containernetworking-plugins, runc, libsubid4, iptables and
   its libraries. Their maintainer scripts do not run (iptables' update-alternatives links are made here).
+- catatonit: EL9's podman rpm carries `/usr/libexec/podman/catatonit` itself (built from catatonit 0.1.7
+  in its spec, `Provides: podman-catatonit`: podman-4.6.1-8.el9_3's SPECS/podman.spec, as rebuilt by
+  openela-main/podman), so the stand-in carries Debian's catatonit package's file at that same path.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ REPO_DIR = "rocky/9/AppStream/x86_64/os"
 ROCKY_NODE_ADDS: tuple[str, ...] = (
     "podman", "conmon", "golang-github-containers-common", "golang-github-containers-image",
     "containernetworking-plugins", "runc", "libsubid4", "iptables", "libip6tc2", "libnfnetlink0",
-    "libnetfilter-conntrack3",
+    "libnetfilter-conntrack3", "catatonit",
 )  # fmt: skip
 # Documentation is left out: nothing reads it, and it is most of the files.
 _SKIPPED = ("/usr/share/doc/", "/usr/share/man/", "/usr/share/lintian/", "/usr/share/bash-completion/")

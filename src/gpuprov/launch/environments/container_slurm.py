@@ -6,12 +6,91 @@ pyxis's options (`srun --help` lists `--container-image` once the pyxis SPANK pl
 wiki, Installation, "Verifying srun"), srun starts each task in the image itself (enroot); else each node's
 task runs the node's container engine, one container per node named `gpuprov-slurm-<job>-<node>`, with the
 flags and the teardown of `gpuprov launch --image` (container_run; templates/container.sh.j2).
+
+pyxis passes `--container-image` to enroot as `docker://IMAGE` (pyxis_slurmstepd.c). enroot before 4.0 reads
+only `docker://[USER@][REGISTRY#]IMAGE[:TAG]` (src/docker.sh of v3.5.0: a registry only before `#`, no
+`@digest`); 4.0.0 reads Docker's own references (commit f29a45c, "Improve handling of docker-style URI").
+So the script asks the node's `enroot version` and, below 4, writes the registry with `#` and refuses a
+digest in one line.
+
+The engine path's container gets the GPUs Slurm gave the step (SLURM_STEP_GPUS, else SLURM_JOB_GPUS: the
+node's GPU indexes; else CUDA_VISIBLE_DEVICES), not all of them: it runs under dockerd or conmon, outside
+the step's cgroup, where Slurm's device constraint does not reach. On SIGTERM (scancel, the time limit)
+`ENGINE stop -t 10` ends it within ten seconds (SIGKILL after), well inside slurmd's KillWait (30 s by
+default), and `rm -f` on exit removes it.
 """
 
 from __future__ import annotations
 
 from gpuprov.launch.environments import container_run
 from gpuprov.launch.render import SbatchJob, quote
+
+STOP_SECONDS = 10  # the engine's SIGTERM-to-SIGKILL grace; under slurmd's default KillWait of 30 s
+
+
+def enroot_reference() -> list[str]:
+    """A bash function: the reference pyxis should hand enroot on this node (its `enroot version`), or
+    one line on stderr and status 1 (no enroot; a digest for an enroot before 4.0)."""
+    return [
+        "enroot_reference() {",
+        "  local ref=$1 version major first",
+        "  version=$(enroot version 2>/dev/null) || version=",
+        "  major=${version%%.*}",
+        '  if ! [[ "$major" =~ ^[0-9]+$ ]]; then',
+        "    echo \"gpuprov: srun has pyxis but 'enroot version' on $(hostname) says ${version:-nothing}:\""
+        ' "install enroot on the nodes" >&2',
+        "    return 1",
+        "  fi",
+        '  if [ "$major" -ge 4 ]; then printf "%s\\n" "$ref"; return 0; fi  # 4.0 on: Docker\'s references',
+        '  case "$ref" in *@sha256:*)',
+        '    echo "gpuprov: enroot $version on $(hostname) (before 4.0) cannot pull by digest ($ref):"'
+        ' "give the image by tag, or upgrade enroot to 4.0 or later" >&2',
+        "    return 1 ;;",
+        "  esac",
+        "  first=${ref%%/*}",
+        '  case "$ref" in *"#"*) ;; */*)',
+        '    case "$first" in *.*|*:*|localhost) ref="$first#${ref#*/}" ;; esac ;;',
+        "  esac",
+        '  printf "%s\\n" "$ref"',
+        "}",
+    ]
+
+
+def gpu_selection() -> list[str]:
+    """Bash that replaces the "all GPUs" flag in $flags by the GPUs Slurm allocated (array gpu_args)."""
+    return [
+        "gpu_args=()",
+        'if [ "$g" = 1 ]; then',
+        "  gpus=${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}}",
+        '  if [ -n "$gpus" ]; then',
+        "    flags=${flags/--gpus all/}; flags=${flags/--device nvidia.com\\/gpu=all/}",
+        '    if [ "$engine" = docker ]; then gpu_args=(--gpus "\\"device=$gpus\\"");',
+        '    else for i in ${gpus//,/ }; do gpu_args+=(--device "nvidia.com/gpu=$i"); done; fi',
+        "  else",
+        '    echo "gpuprov: Slurm allocated no GPUs to this step on $(hostname); its container gets all the'
+        " node's GPUs (request them: #SBATCH --gpus-per-node=N, or run with --exclusive)\" >&2",
+        "  fi",
+        "fi",
+    ]
+
+
+def engine_choice() -> list[str]:
+    """Bash that sets run=(ENGINE...) (sudo -n where the user cannot use it) and the host's g/ib (1/0)."""
+    return [
+        "engine=; for e in docker podman; do",
+        '  command -v "$e" >/dev/null 2>&1 && { engine=$e; break; }',
+        "done",
+        'if [ -z "$engine" ]; then',
+        '  echo "gpuprov: $(hostname) has neither docker nor podman and Slurm has no pyxis; apply the '
+        'container_runtime role" >&2',
+        "  exit 1",
+        "fi",
+        'run=("$engine")',
+        'if [ "$engine" = podman ] && [ "$(id -u)" != 0 ]; then run=(sudo -n podman);',
+        'elif ! "$engine" info >/dev/null 2>&1; then run=(sudo -n "$engine"); fi',
+        'g=0; [ "$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")" -gt 0 ] && g=1',
+        'ib=0; [ -n "$(ls /dev/infiniband 2>/dev/null)" ] && ib=1',
+    ]
 
 
 def node_script(env_names: list[str]) -> str:
@@ -21,30 +100,27 @@ def node_script(env_names: list[str]) -> str:
         [
             "set -euo pipefail",
             "image=$1; shift",
-            "engine=; for e in docker podman; do",
-            '  command -v "$e" >/dev/null 2>&1 && { engine=$e; break; }',
-            "done",
-            'if [ -z "$engine" ]; then',
-            '  echo "gpuprov: $(hostname) has neither docker nor podman and Slurm has no pyxis; apply the '
-            'container_runtime role" >&2',
-            "  exit 1",
-            "fi",
-            'run=("$engine")',
-            'if [ "$engine" = podman ] && [ "$(id -u)" != 0 ]; then run=(sudo -n podman);',
-            'elif ! "$engine" info >/dev/null 2>&1; then run=(sudo -n "$engine"); fi',
-            'g=0; [ "$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")" -gt 0 ] && g=1',
-            'ib=0; [ -n "$(ls /dev/infiniband 2>/dev/null)" ] && ib=1',
+            *engine_choice(),
             *container_run.flags_case("engine", "g", "ib"),
+            # Podman's flags have label=disable; Docker confines containers only where its daemon runs
+            # with SELinux on (`docker info` lists name=selinux): then the same, or the mounted home and
+            # workdir (user_home_t, nfs_t) cannot be read from container_t.
+            'security=; [ "$engine" = docker ] && security=$("${run[@]}" info --format '
+            '"{{json .SecurityOptions}}" 2>/dev/null || true)',
+            'case "$security" in *name=selinux*) flags="$flags --security-opt label=disable" ;; esac',
+            *gpu_selection(),
             "name=gpuprov-slurm-$SLURM_JOB_ID-$SLURM_NODEID",
             'remove() { "${run[@]}" rm -f "$name" >/dev/null 2>&1 || true; }',
-            'stopping() { trap "" TERM INT; "${run[@]}" kill --signal TERM "$name" >/dev/null 2>&1 || true; '
-            '"${run[@]}" wait "$name" >/dev/null 2>&1 || true; exit "$1"; }',
+            # Bounded: SIGTERM, SIGKILL after STOP_SECONDS; an unbounded wait would outlast KillWait.
+            'stopping() { trap "" TERM INT; "${run[@]}" stop -t '
+            + str(STOP_SECONDS)
+            + ' "$name" >/dev/null 2>&1 || true; exit "$1"; }',
             "trap remove EXIT",
             "trap 'stopping 143' TERM",
             "trap 'stopping 130' INT",
-            '"${run[@]}" run --rm --name "$name" --sig-proxy=false $flags --user "$(id -u):$(id -g)" '
-            f'--env HOME="$HOME" {passed} --volume "$HOME:$HOME" --volume "$PWD:$PWD" --workdir "$PWD" '
-            '"$image" "$@" &',
+            '"${run[@]}" run --rm --name "$name" --sig-proxy=false $flags ${gpu_args[@]+"${gpu_args[@]}"} '
+            f'--user "$(id -u):$(id -g)" --env HOME="$HOME" {passed} --volume "$HOME:$HOME" '
+            '--volume "$PWD:$PWD" --workdir "$PWD" "$image" "$@" &',
             'code=0; wait $! || code=$? ; exit "$code"',
         ]
     )
@@ -62,9 +138,11 @@ def block(job: SbatchJob, workdir_expr: str, env_names: list[str]) -> str:
             node_script(env_names),
             "GPUPROV_NODE",
             ")",
+            *enroot_reference(),
             "if srun --help 2>/dev/null | grep -q -- '--container-image'; then",
-            '  echo "gpuprov: pyxis: srun --container-image=$image"',
-            '  in_image=(--container-image="$image" --container-mounts="$workdir:$workdir" '
+            '  enroot_image=$(enroot_reference "$image") || exit 1',
+            '  echo "gpuprov: pyxis: srun --container-image=$enroot_image"',
+            '  in_image=(--container-image="$enroot_image" --container-mounts="$workdir:$workdir" '
             '--container-workdir="$workdir")',
             "  node_wrap=()",
             "else",
