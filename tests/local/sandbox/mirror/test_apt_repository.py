@@ -69,7 +69,7 @@ def test_packages_list_nvidia_names_at_exact_versions(built: MirrorContent) -> N
     assert "libcudnn8" not in versions
     assert versions["libcudnn9-dev-cuda-12"] == {"9.5.1.17-1"}
     assert versions["datacenter-gpu-manager"] == {"1:3.3.9"}
-    assert versions["nvidia-container-toolkit"] == {"1.17.3-1"}
+    assert versions["nvidia-container-toolkit"] == {"1.17.3-1", "1.18.0-1"}
     assert {f"cuda-toolkit-12-{m}" for m in (4, 6, 8)} <= versions.keys()
     assert "cuda-toolkit-12-2" not in versions
     # Ubuntu's shape (canonical/nvidia-graphics-drivers, debian/templates/control.in): the headless
