@@ -45,6 +45,35 @@ class Engine:
         return " ".join(self.argv)
 
 
+def engine_find(wanted: str | None) -> str:
+    """Shell: $engine, the engine the inventory names, else the first of ENGINES on the host ('' if none)."""
+    engines = [wanted] if wanted else list(ENGINES)
+    return (
+        f"engine=; for e in {' '.join(shlex.quote(e) for e in engines)}; do "
+        'command -v "$e" >/dev/null 2>&1 && { engine=$e; break; }; done'
+    )
+
+
+def engine_via() -> str:
+    """Shell, after engine_find: how gpuprov runs $engine on this host, decided here only (preflight's check
+    and --push-image's helper both use it, so a pushed image lands in the store the job runs from).
+
+    Sets $run (the engine's command), $via (user or sudo), $out (`ENGINE info` as JSON) and $r (its rc).
+    Docker as the user first (docker group, root), else through `sudo -n`; Podman through `sudo -n` first:
+    rootless Podman cannot give the job's flags, and its store is the user's, not root's.
+    """
+    return (
+        # `docker info` exits 0 when the daemon refused the user (its JSON then has ServerErrors: recorded)
+        "info() { out=$($run info --format '{{json .}}' 2>&1); r=$?; "
+        'case "$out" in *\'"ServerErrors":[\'*) r=1 ;; esac; }; '
+        'via=user; run="$engine"; '
+        'if [ "$engine" = podman ] && [ "$(id -u)" != 0 ] && sudo -n true 2>/dev/null; then '
+        'via=sudo; run="sudo -n podman"; fi; info; '
+        "if [ $r -ne 0 ] && [ $via = user ] && sudo -n true 2>/dev/null; then "
+        'via=sudo; run="sudo -n $engine"; info; fi'
+    )
+
+
 def container_name(job_id: str) -> str:
     return f"gpuprov-{job_id}"
 
