@@ -21,14 +21,24 @@ The flags, and why (sources in docs/containers.md):
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from gpuprov import resources
 
 ENGINES = ("docker", "podman")
 IN_CONTAINER_SCRIPT = "in-container.sh"
 CONTAINER_FILE = "container"  # in the job's directory: the engine's command and the container's name
 TEMPLATE = "container.sh.j2"
+# The jobs' GPU flags per engine live in the container_runtime role, whose probe runs with exactly these (so
+# it takes the jobs' path: Docker's --gpus through the toolkit's legacy hook, Podman's CDI).
+ROLE_VARS = Path("container_runtime") / "vars" / "main.yml"
+GPU_FLAGS_VARIABLE = "container_runtime_gpu_run_flags"
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,13 @@ def container_name(job_id: str) -> str:
     return f"gpuprov-{job_id}"
 
 
+@functools.cache
+def gpu_flags(engine: str) -> list[str]:
+    """The GPU flags of a job's container for engine, from the container_runtime role's vars."""
+    role_vars = yaml.safe_load((resources.data_dir("roles") / ROLE_VARS).read_text(encoding="utf-8"))
+    return [str(word) for word in role_vars[GPU_FLAGS_VARIABLE][engine]]
+
+
 def run_flags(engine: str, gpus: bool, ib: bool) -> list[list[str]]:
     """The flags of every container gpuprov starts for a job (and of preflight's check container), each
     option with its value."""
@@ -88,7 +105,7 @@ def run_flags(engine: str, gpus: bool, ib: bool) -> list[list[str]]:
     if engine == "podman":
         flags.append(["--security-opt", "label=disable"])
     if gpus:
-        flags.append(["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"])
+        flags.append(gpu_flags(engine))
     if ib:
         flags += [["--device", "/dev/infiniband"], ["--cap-add", "IPC_LOCK"]]
     return flags
@@ -144,7 +161,7 @@ def toolkit_problem(engine: Engine, info_json: str, cdi_files: list[str], gpus: 
     if not [line for line in cdi_files if line.strip()]:
         return (
             f"the host has {gpus} GPU(s) but no CDI spec names nvidia.com/gpu (in /etc/cdi or /var/run/cdi; "
-            "`nvidia-ctk cdi generate` writes one)"
+            "the toolkit's refresh service writes it: `sudo systemctl start nvidia-cdi-refresh.service`)"
         )
     return None
 
