@@ -35,7 +35,9 @@ def engine_question(wanted: str | None) -> str:
 def host_engine(host: hosts.Host, client: ssh.Client) -> list[str]:
     """The engine's argv on host as preflight will run it; GpuprovError (exit 7) when it has none usable."""
     wanted = host.vars.get(ENGINE_VARIABLE)
-    result = ssh.run(client, engine_question(str(wanted) if wanted else None), timeout=ENGINE_QUESTION_TIMEOUT_S)
+    result = ssh.run(
+        client, engine_question(str(wanted) if wanted else None), timeout=ENGINE_QUESTION_TIMEOUT_S
+    )
     words = result.stdout.split()
     if len(words) != 3 or words[0] not in container_run.ENGINES or words[2] != "0":
         said = " ".join(words) or result.stderr.strip() or f"rc {result.rc}"
