@@ -328,7 +328,9 @@ def remove_container(jobdir: str) -> bool:
     name, engine = words[0], words[1:]
     with open(os.devnull, "wb") as devnull:
         try:
-            subprocess.call([*engine, "rm", "-f", name], stdout=devnull, stderr=devnull, timeout=REMOVE_TIMEOUT_S)
+            subprocess.call(
+                [*engine, "rm", "-f", name], stdout=devnull, stderr=devnull, timeout=REMOVE_TIMEOUT_S
+            )
         except (OSError, subprocess.TimeoutExpired):
             return False
     return True
