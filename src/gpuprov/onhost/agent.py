@@ -326,14 +326,30 @@ def remove_container(jobdir: str) -> bool:
     if len(words) < 2:
         return False
     name, engine = words[0], words[1:]
+    deadline = time.monotonic() + REMOVE_TIMEOUT_S
     with open(os.devnull, "wb") as devnull:
         try:
             subprocess.call(
                 [*engine, "rm", "-f", name], stdout=devnull, stderr=devnull, timeout=REMOVE_TIMEOUT_S
             )
+            # Podman's --rm cleanup (conmon's `podman container cleanup --rm`) may hold the container while
+            # it deletes its storage: `rm -f` then returns at once. Wait until the engine lists it no more.
+            while time.monotonic() < deadline and _container_listed(engine, name):
+                time.sleep(0.5)
+                subprocess.call([*engine, "rm", "-f", name], stdout=devnull, stderr=devnull, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             return False
     return True
+
+
+def _container_listed(engine: list[str], name: str) -> bool:
+    listed = subprocess.run(
+        [*engine, "ps", "-a", "--filter", "name=^" + name + "$", "--format", "{{.Names}}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        timeout=30,
+    )
+    return name in listed.stdout.decode(errors="replace").split()
 
 
 def status(jobdir: str) -> dict[str, object]:

@@ -153,7 +153,14 @@ def test_stop_ends_the_container_by_name_within_a_second(job: Path) -> None:
     assert time.monotonic() - started < 1.0
     assert not _alive(pid)
     name = container_run.container_name(JOB_ID)
-    assert _engine_calls(job)[1:] == [f"kill {name}", f"wait {name}", f"rm {name}", f"rm {name}"]
+    # run.sh's rm, the agent's rm, then the agent's check that the engine no longer lists it
+    assert _engine_calls(job)[1:] == [
+        f"kill {name}",
+        f"wait {name}",
+        f"rm {name}",
+        f"rm {name}",
+        "ps {{.Names}}",
+    ]
     assert _wait_for(job / "exit_code") == "143"
 
 
@@ -165,7 +172,7 @@ def test_stop_removes_the_container_when_run_sh_was_killed(job: Path) -> None:
     assert _alive(pid)  # the container outlives its client, as Podman's does under conmon
     agent.stop(str(job), grace=1)
     assert not _alive(pid)
-    assert _engine_calls(job)[-1] == f"rm {container_run.container_name(JOB_ID)}"
+    assert _engine_calls(job)[-2:] == [f"rm {container_run.container_name(JOB_ID)}", "ps {{.Names}}"]
 
 
 def test_the_jobs_gpu_flags_are_the_ones_the_container_runtime_role_probes_with() -> None:
