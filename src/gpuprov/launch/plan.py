@@ -13,6 +13,7 @@ from gpuprov import console, hosts
 from gpuprov.launch import (
     environments,
     image_delivery,
+    image_lock,
     jobs,
     launchers,
     options,
@@ -118,11 +119,13 @@ def plan(opts: LaunchOptions) -> Plan:
     master_addr = selection.master_address(selected[0], len(selected))
     launcher = launchers.by_name(opts.launcher)
     environment = environments.chosen(opts.image)
+    if isinstance(environment, ContainerImage):
+        image_lock.check(environment.image, selected)
     templates = {host.name: template_for(opts, host, launcher) for host in selected}
     hosts.check_ssh_files(selected, where="", fix="fix the path")
     payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
-    if opts.push_image and opts.image:
-        image_delivery.push_missing(selected, opts.image)
+    if opts.push_image and isinstance(environment, ContainerImage):
+        environment.pushed_id = image_delivery.push_missing(selected, environment.image).image_id
     console.step(f"Preflight on {len(selected)} host(s): {', '.join(h.name for h in selected)}")
     try:
         checks = preflight.run(selected, master_addr, opts.master_port, opts.nproc, environment, launcher)

@@ -8,7 +8,10 @@ from gpuprov import console, hosts, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.launch import jobs, remote
 
-STOP_EXTRA_S = 10.0  # after the grace period: how long a stop (and a teardown) waits for hosts to report
+# After the grace period: how long a stop (and a teardown) waits for hosts to report. A host's agent reports
+# after its stop, which may include removing the job's container (onhost/agent.py REMOVE_TIMEOUT_S, 60 s:
+# vfs deletes the image's copy); hosts that report sooner end the wait sooner.
+STOP_EXTRA_S = 70.0
 
 
 def stop_hosts(

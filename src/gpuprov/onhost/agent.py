@@ -39,6 +39,10 @@ from typing import IO, Any
 EVENT_PREFIX = "@gpuprov "
 POLL_S = 0.05
 START_TIMEOUT_S = 10.0
+# `ENGINE rm -f` of the job's container: it deletes the container's copy of the image where the engine
+# stores it with vfs (a nested engine: over 10 s for the sandbox's 1.19 GB image on a loaded machine); the
+# host's "exit" waits for it, so that when the client hears it nothing of the job is left.
+REMOVE_TIMEOUT_S = 60.0
 
 
 def _path(jobdir: str, name: str) -> str:
@@ -213,7 +217,7 @@ def attach(jobdir: str) -> int:
     threading.Thread(target=watch_stdin, daemon=True).start()
     code = follow(jobdir, 0, out, announce=False)
     if stop_started.is_set():
-        stop_done.wait(grace + 10)
+        stop_done.wait(grace + 10 + REMOVE_TIMEOUT_S)  # what stop() may take, rm included
     elif job_processes(jobdir):
         # torchrun ended but something of the job is still there (a worker it lost track of): end it too,
         # so that when the client hears "exit", nothing of the job is left on this host.
@@ -322,12 +326,30 @@ def remove_container(jobdir: str) -> bool:
     if len(words) < 2:
         return False
     name, engine = words[0], words[1:]
+    deadline = time.monotonic() + REMOVE_TIMEOUT_S
     with open(os.devnull, "wb") as devnull:
         try:
-            subprocess.call([*engine, "rm", "-f", name], stdout=devnull, stderr=devnull, timeout=60)
+            subprocess.call(
+                [*engine, "rm", "-f", name], stdout=devnull, stderr=devnull, timeout=REMOVE_TIMEOUT_S
+            )
+            # Podman's --rm cleanup (conmon's `podman container cleanup --rm`) may hold the container while
+            # it deletes its storage: `rm -f` then returns at once. Wait until the engine lists it no more.
+            while time.monotonic() < deadline and _container_listed(engine, name):
+                time.sleep(0.5)
+                subprocess.call([*engine, "rm", "-f", name], stdout=devnull, stderr=devnull, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             return False
     return True
+
+
+def _container_listed(engine: list[str], name: str) -> bool:
+    listed = subprocess.run(
+        [*engine, "ps", "-a", "--filter", "name=^" + name + "$", "--format", "{{.Names}}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        timeout=30,
+    )
+    return name in listed.stdout.decode(errors="replace").split()
 
 
 def status(jobdir: str) -> dict[str, object]:

@@ -51,6 +51,17 @@ def python_processes(container: str) -> list[str]:
 
 
 @pytest.fixture(scope="session")
+def container_nodes(containers_sandbox: Sandbox) -> Sandbox:
+    """The `--containers` sandbox's two nodes with the container_runtime role applied alone (`--tags
+    container_runtime`: the engine, not the whole site.yml), once per session: the --image launch tests and
+    the --push-image tests share it."""
+    applied = gp(containers_sandbox, "bootstrap", str(containers_sandbox.inventory), "-e",
+                 "container_runtime_enabled=true", "--tags", "container_runtime", timeout=1800)  # fmt: skip
+    assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
+    return containers_sandbox
+
+
+@pytest.fixture(scope="session")
 def launch_sandbox(deb_sandbox: Sandbox, first_bootstrap: BootstrapRun) -> Sandbox:
     assert first_bootstrap.returncode == 0, f"bootstrap of the launch hosts failed:\n{first_bootstrap.stderr}"
     return Sandbox(deb_sandbox.name, two_node_inventory(deb_sandbox), deb_sandbox.env)

@@ -26,7 +26,7 @@ from gpuprov import hosts
 from gpuprov.errors import ExitCode
 from gpuprov.launch import image_push
 from gpuprov.onhost import text
-from tests.integration.conftest import Sandbox, gpuprov, start_sandbox, unique_name
+from tests.integration.conftest import Sandbox, unique_name
 
 # Nested Podman needs the vfs driver (/work/shared/ENVIRONMENT.md: no fuse-overlayfs in a node).
 STORAGE_CONF = (
@@ -155,18 +155,16 @@ def install_podman(sandbox_name: str, names: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def podman_nodes(sandbox_env: dict[str, str]) -> Iterator[PodmanNodes]:
-    """Two sandbox nodes with Podman."""
+def podman_nodes(request: pytest.FixtureRequest) -> Iterator[PodmanNodes]:
+    """Two sandbox nodes with Podman: the --image launch tests' nodes (the container_runtime role's Podman,
+    session-scoped), or GPUPROV_TEST_PUSH_INVENTORY's."""
     given = os.environ.get("GPUPROV_TEST_PUSH_INVENTORY")
     if given:
         yield PodmanNodes(Path(given).parent.name, Path(given), hosts.load(given).hosts[:2])
         return
-    sandbox: Sandbox = start_sandbox(unique_name("push"), sandbox_env, "--nodes", "2", "--os", "debian12")
-    try:
-        install_podman(sandbox.name, ["node1", "node2"])
-        yield PodmanNodes(sandbox.name, sandbox.inventory, hosts.load(sandbox.inventory).hosts)
-    finally:
-        gpuprov("sandbox", "down", "--name", sandbox.name, env=sandbox_env, check=False)
+    sandbox: Sandbox = request.getfixturevalue("container_nodes")
+    install_podman(sandbox.name, ["node1", "node2"])  # present: the role installed it; the storage is vfs
+    yield PodmanNodes(sandbox.name, sandbox.inventory, hosts.load(sandbox.inventory).hosts)
 
 
 @pytest.fixture

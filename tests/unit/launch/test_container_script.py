@@ -153,7 +153,14 @@ def test_stop_ends_the_container_by_name_within_a_second(job: Path) -> None:
     assert time.monotonic() - started < 1.0
     assert not _alive(pid)
     name = container_run.container_name(JOB_ID)
-    assert _engine_calls(job)[1:] == [f"kill {name}", f"wait {name}", f"rm {name}", f"rm {name}"]
+    # run.sh's rm, the agent's rm, then the agent's check that the engine no longer lists it
+    assert _engine_calls(job)[1:] == [
+        f"kill {name}",
+        f"wait {name}",
+        f"rm {name}",
+        f"rm {name}",
+        "ps {{.Names}}",
+    ]
     assert _wait_for(job / "exit_code") == "143"
 
 
@@ -165,4 +172,30 @@ def test_stop_removes_the_container_when_run_sh_was_killed(job: Path) -> None:
     assert _alive(pid)  # the container outlives its client, as Podman's does under conmon
     agent.stop(str(job), grace=1)
     assert not _alive(pid)
-    assert _engine_calls(job)[-1] == f"rm {container_run.container_name(JOB_ID)}"
+    assert _engine_calls(job)[-2:] == [f"rm {container_run.container_name(JOB_ID)}", "ps {{.Names}}"]
+
+
+def test_the_jobs_gpu_flags_are_the_ones_the_container_runtime_role_probes_with() -> None:
+    # review 23 item 8: the role's #48 probe must take the jobs' GPU path; both read the role's vars
+    import yaml
+
+    from gpuprov.launch.environments import container_run
+
+    role_vars = Path(__file__).parents[3] / "roles" / "container_runtime" / "vars" / "main.yml"
+    probed = yaml.safe_load(role_vars.read_text())["container_runtime_gpu_run_flags"]
+    assert sorted(probed) == sorted(container_run.ENGINES)
+    for engine in container_run.ENGINES:
+        words = container_run.run_words(engine, gpus=True, ib=False)
+        assert [flag for flag in container_run.run_flags(engine, True, False) if flag == probed[engine]]
+        assert " ".join(probed[engine]) in " ".join(words)
+        assert " ".join(probed[engine]) not in " ".join(container_run.run_words(engine, gpus=False, ib=False))
+    assert probed == {"docker": ["--gpus", "all"], "podman": ["--device", "nvidia.com/gpu=all"]}
+
+
+def test_a_missing_cdi_spec_names_the_service_that_writes_it() -> None:
+    from gpuprov.launch.environments import container_run
+
+    problem = container_run.toolkit_problem(
+        container_run.Engine("podman", sudo=True), '{"host": {"security": {"rootless": false}}}', [], 8
+    )
+    assert problem is not None and "systemctl start nvidia-cdi-refresh.service" in problem

@@ -3,16 +3,13 @@ into the image push (gpuprov.launch.image_push, a fake here: its module is helpe
 
 from __future__ import annotations
 
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gpuprov import hosts
-from gpuprov.errors import BadInput, ExitCode, GpuprovError
-from gpuprov.launch import image_delivery, options
+from gpuprov.errors import GpuprovError
+from gpuprov.launch import options
 from tests.unit import in_process
 from tests.unit.bad_input.commands import one_error
 
@@ -45,51 +42,6 @@ def test_an_image_that_is_no_reference_is_refused(tmp_path: Path, image: str) ->
 )
 def test_references_engines_take_are_kept(image: str) -> None:
     assert options.build(script=__file__, image=image).image == image
-
-
-class Report:
-    def __init__(self, outcomes: list[tuple[str, str, str]]) -> None:
-        self.outcomes = outcomes
-
-
-def fake_push(monkeypatch: pytest.MonkeyPatch, outcomes: list[tuple[str, str, str]]) -> list[Any]:
-    calls: list[Any] = []
-    module = types.ModuleType("gpuprov.launch.image_push")
-
-    def push_image(targets: list[hosts.Host], image: str, *, engine_for: Any) -> Report:
-        calls.append(([t.name for t in targets], image, [engine_for(t) for t in targets]))
-        return Report(outcomes)
-
-    module.push_image = push_image  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gpuprov.launch.image_push", module)
-    return calls
-
-
-def _hosts() -> list[hosts.Host]:
-    return [
-        hosts.Host(
-            "node1", "10.0.0.1", 22, "u", None, Path("/k"), vars={"container_runtime_engine": "podman"}
-        ),
-        hosts.Host("node2", "10.0.0.2", 22, "u", None, Path("/k")),
-    ]
-
-
-def test_push_image_is_asked_for_every_selected_host_with_its_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = fake_push(monkeypatch, [("node1", "had", ""), ("node2", "loaded", "")])
-    image_delivery.push_missing(_hosts(), f"torch@{DIGEST}")
-    assert calls == [(["node1", "node2"], f"torch@{DIGEST}", ["podman", None])]
-
-
-def test_hosts_the_push_could_not_load_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_push(monkeypatch, [("node1", "failed", "no space left on device"), ("node2", "loaded", "")])
-    with pytest.raises(GpuprovError) as raised:
-        image_delivery.push_missing(_hosts(), f"torch@{DIGEST}")
-    assert raised.value.exit_code == ExitCode.PREFLIGHT_FAILED
-    assert str(raised.value) == (
-        f"--push-image could not load torch@{DIGEST} on 1 host(s) (node1: no space left on device); "
-        "nothing was started"
-    )
-    assert not isinstance(raised.value, BadInput)
 
 
 def test_check_and_bench_run_their_jobs_in_the_image(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

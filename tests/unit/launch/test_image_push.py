@@ -431,3 +431,64 @@ def test_a_load_that_left_another_image_fails_its_tag(
         image_load.check_loaded(["docker"], IMAGE_ID, "repo/img:gpuprov-dc2e9b9faa20")
     monkeypatch.setattr(image_load, "engine_run", lambda engine, args: (0, "", ""))
     image_load.check_loaded(["docker"], IMAGE_ID, "repo/img:gpuprov-dc2e9b9faa20")
+
+
+# ----- launch's --push-image: image_delivery calls the real push_image ----------------------------------
+
+
+class NamedClient(str):
+    """A session the fake helpers are found by (the host's name) that image_delivery can close."""
+
+    closed = False
+
+    def close(self) -> None:
+        type(self).closed = True
+
+
+def test_launch_pushes_into_the_store_preflight_runs_from(
+    cluster: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuprov.launch import image_delivery
+    from gpuprov.launch.environments import container_run
+
+    questions: dict[str, str] = {}
+
+    def run(client: str, command: str, **kwargs: Any) -> ssh.Result:
+        questions[client] = command
+        answer = {"node1": "podman sudo 0\n", "node2": "docker user 0\n"}[client]
+        return ssh.Result(0, answer, "")
+
+    monkeypatch.setattr(ssh, "connect", lambda h, **kw: NamedClient(h.name))
+    monkeypatch.setattr(ssh, "run", run)
+    cluster["helpers"] = {"node1": FakeHelper("need"), "node2": FakeHelper("have")}
+    node1 = host("node1")
+    node1 = Host(**{**node1.__dict__, "vars": {"container_runtime_engine": "podman"}})
+    report = image_delivery.push_missing([node1, host("node2")], "registry:5000/img@sha256:" + "a" * 64)
+    # the engine is chosen on the host by preflight's own shell (sudo -n podman: root's store)
+    assert container_run.engine_via() in questions["node1"]
+    assert "for e in podman;" in questions["node1"] and "for e in docker podman;" in questions["node2"]
+    assert cluster["commands"]["node1"].endswith(" registry:5000/img:gpuprov-dc2e9b9faa20 sudo -n podman")
+    assert cluster["commands"]["node2"].endswith(" registry:5000/img:gpuprov-dc2e9b9faa20 docker")
+    assert report.image_id == IMAGE_ID and report.names("loaded") == ["node1"]
+    assert NamedClient.closed
+
+
+def test_launch_stops_with_one_line_when_a_host_cannot_load_or_has_no_engine(
+    cluster: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuprov.errors import GpuprovError
+    from gpuprov.launch import image_delivery
+
+    answers = {"node1": "podman sudo 0\n", "node2": "podman sudo 0\n"}
+    monkeypatch.setattr(ssh, "connect", lambda h, **kw: NamedClient(h.name))
+    monkeypatch.setattr(ssh, "run", lambda client, command, **kw: ssh.Result(0, answers[client], ""))
+    full = b"podman load failed: no space left on device\n"
+    cluster["helpers"] = {"node1": FakeHelper("need", (1, b"", full)), "node2": FakeHelper("need")}
+    image = "registry:5000/img@sha256:" + "a" * 64
+    with pytest.raises(GpuprovError) as caught:
+        image_delivery.push_missing([host("node1"), host("node2")], image)
+    assert caught.value.exit_code == ExitCode.PREFLIGHT_FAILED
+    assert "node1: podman load failed: no space left on device" in caught.value.message
+    answers["node2"] = "none\n"
+    with pytest.raises(GpuprovError, match=r"^--push-image: node2 has no usable container engine \(none\)"):
+        image_delivery.push_missing([host("node1"), host("node2")], image)

@@ -61,11 +61,19 @@ class ContainerImage:
     name: str = "container-image"
     default_python: str = DEFAULT_IMAGE_PYTHON
     facts: dict[str, HostFacts] = field(default_factory=dict)
+    # --push-image: the image ID the push put on the hosts. A load drops the registry's digest (RepoDigests),
+    # so a NAME@sha256:... reference does not resolve where it was loaded: the hosts are asked by this ID.
+    pushed_id: str | None = None
+
+    @property
+    def asked(self) -> str:
+        """What each host's engine is asked for: the pushed image's ID, else the user's reference."""
+        return self.pushed_id or self.image
 
     def check_host(self, check: HostCheck) -> None:
         check.python = HOST_PYTHON
         self.facts[check.host.name] = facts = HostFacts()
-        _probe(check, self.image, facts)
+        _probe(check, self.asked, facts)
 
     def finish_check(self, check: HostCheck) -> None:
         finish_import(check, f"{self.image_of(check.host)} in {self.image}")
@@ -92,13 +100,15 @@ class ContainerImage:
         return self.image_of(check.host)
 
     def host_script(self, script: str, job_id: str, job_dir: str, check: HostCheck) -> str:
-        """run.sh: the launcher's script, run inside the image in the job's one container on this host."""
+        """run.sh: the launcher's script, run inside the image in the job's one container on this host; by
+        the image ID preflight found (the same on every host): what was checked is what runs, and a loaded
+        image has no registry digest to run it by."""
         facts = self.facts[check.host.name]
-        assert facts.engine is not None
+        assert facts.engine is not None and facts.image_id is not None
         return container_run.wrap(
             script,
             engine=facts.engine,
-            image=self.image,
+            image=facts.image_id,
             name=container_run.container_name(job_id),
             job_dir=job_dir,
             gpus=check.gpus > 0,
@@ -148,22 +158,11 @@ def host_check_command(image: str, wanted: str | None, count_gpus: bool, image_p
     check container sees them, run with the job's flags), python and check (probe.py check inside).
     """
     q = shlex.quote
-    engines = [wanted] if wanted else list(ENGINES)
     lines = [
-        f"engine=; for e in {' '.join(q(e) for e in engines)}; do "
-        'command -v "$e" >/dev/null 2>&1 && { engine=$e; break; }; done',
+        container_run.engine_find(wanted),
         f'echo "{SECTION}engine $engine"',
         '[ -n "$engine" ] || exit 0',
-        # `docker info` exits 0 when the daemon refused the user (its JSON then has ServerErrors: recorded)
-        "info() { out=$($run info --format '{{json .}}' 2>&1); r=$?; "
-        'case "$out" in *\'"ServerErrors":[\'*) r=1 ;; esac; }',
-        # Docker as the user first (docker group, root), else through `sudo -n`; Podman through `sudo -n`
-        # first (rootless Podman cannot give the job's flags)
-        f"echo '{SECTION}info'; via=user; run=\"$engine\"; "
-        'if [ "$engine" = podman ] && [ "$(id -u)" != 0 ] && sudo -n true 2>/dev/null; then '
-        'via=sudo; run="sudo -n podman"; fi; info; '
-        "if [ $r -ne 0 ] && [ $via = user ] && sudo -n true 2>/dev/null; then "
-        'via=sudo; run="sudo -n $engine"; info; fi; '
+        f"echo '{SECTION}info'; {container_run.engine_via()}",
         f'printf \'%s\\n\' "$out"; echo "{SECTION}end $r"; echo "{SECTION}via $via"',
         "[ $r -eq 0 ] || exit 0",
         f"echo '{SECTION}cdi'; grep -l 'nvidia.com/gpu' "
@@ -178,15 +177,16 @@ def host_check_command(image: str, wanted: str | None, count_gpus: bool, image_p
         )
     lines += [
         f"echo '{SECTION}ib'; ls /dev/infiniband 2>/dev/null; echo \"{SECTION}end $?\"",
-        f"echo '{SECTION}image'; $run image inspect --format '{{{{.Id}}}}' {q(image)} 2>&1; r=$?; "
-        f'echo "{SECTION}end $r"',
+        # the check container runs the ID found here: what preflight checked is what it compares
+        f"echo '{SECTION}image'; id=$($run image inspect --format '{{{{.Id}}}}' {q(image)} 2>&1); r=$?; "
+        f'printf \'%s\\n\' "$id"; echo "{SECTION}end $r"',
         "[ $r -eq 0 ] || exit 0",
-        _inside_command(image, image_python),
+        _inside_command(image_python),
     ]
     return "\n".join(lines) + "\n"
 
 
-def _inside_command(image: str, image_python: str) -> str:
+def _inside_command(image_python: str) -> str:
     """The check container: the job's flags (chosen here by engine, GPUs and IB), then probe.py inside."""
     q = shlex.quote
     inside = "; ".join(
@@ -208,7 +208,7 @@ def _inside_command(image: str, image_python: str) -> str:
             'ib=0; [ -n "$(ls /dev/infiniband 2>/dev/null)" ] && ib=1',
             *container_run.flags_case("engine", "g", "ib"),
             f"name=gpuprov-check-{secrets.token_hex(4)}",
-            f'$run run --rm -i --name "$name" $flags {q(image)} sh -c {q(inside)} 2>&1; r=$?; '
+            f'$run run --rm -i --name "$name" $flags "$id" sh -c {q(inside)} 2>&1; r=$?; '
             f'echo "{SECTION}end $r"',
         ]
     )

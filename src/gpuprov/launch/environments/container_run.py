@@ -21,14 +21,24 @@ The flags, and why (sources in docs/containers.md):
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from gpuprov import resources
 
 ENGINES = ("docker", "podman")
 IN_CONTAINER_SCRIPT = "in-container.sh"
 CONTAINER_FILE = "container"  # in the job's directory: the engine's command and the container's name
 TEMPLATE = "container.sh.j2"
+# The jobs' GPU flags per engine live in the container_runtime role, whose probe runs with exactly these (so
+# it takes the jobs' path: Docker's --gpus through the toolkit's legacy hook, Podman's CDI).
+ROLE_VARS = Path("container_runtime") / "vars" / "main.yml"
+GPU_FLAGS_VARIABLE = "container_runtime_gpu_run_flags"
 
 
 @dataclass(frozen=True)
@@ -45,8 +55,44 @@ class Engine:
         return " ".join(self.argv)
 
 
+def engine_find(wanted: str | None) -> str:
+    """Shell: $engine, the engine the inventory names, else the first of ENGINES on the host ('' if none)."""
+    engines = [wanted] if wanted else list(ENGINES)
+    return (
+        f"engine=; for e in {' '.join(shlex.quote(e) for e in engines)}; do "
+        'command -v "$e" >/dev/null 2>&1 && { engine=$e; break; }; done'
+    )
+
+
+def engine_via() -> str:
+    """Shell, after engine_find: how gpuprov runs $engine on this host, decided here only (preflight's check
+    and --push-image's helper both use it, so a pushed image lands in the store the job runs from).
+
+    Sets $run (the engine's command), $via (user or sudo), $out (`ENGINE info` as JSON) and $r (its rc).
+    Docker as the user first (docker group, root), else through `sudo -n`; Podman through `sudo -n` first:
+    rootless Podman cannot give the job's flags, and its store is the user's, not root's.
+    """
+    return (
+        # `docker info` exits 0 when the daemon refused the user (its JSON then has ServerErrors: recorded)
+        "info() { out=$($run info --format '{{json .}}' 2>&1); r=$?; "
+        'case "$out" in *\'"ServerErrors":[\'*) r=1 ;; esac; }; '
+        'via=user; run="$engine"; '
+        'if [ "$engine" = podman ] && [ "$(id -u)" != 0 ] && sudo -n true 2>/dev/null; then '
+        'via=sudo; run="sudo -n podman"; fi; info; '
+        "if [ $r -ne 0 ] && [ $via = user ] && sudo -n true 2>/dev/null; then "
+        'via=sudo; run="sudo -n $engine"; info; fi'
+    )
+
+
 def container_name(job_id: str) -> str:
     return f"gpuprov-{job_id}"
+
+
+@functools.cache
+def gpu_flags(engine: str) -> list[str]:
+    """The GPU flags of a job's container for engine, from the container_runtime role's vars."""
+    role_vars = yaml.safe_load((resources.data_dir("roles") / ROLE_VARS).read_text(encoding="utf-8"))
+    return [str(word) for word in role_vars[GPU_FLAGS_VARIABLE][engine]]
 
 
 def run_flags(engine: str, gpus: bool, ib: bool) -> list[list[str]]:
@@ -59,7 +105,7 @@ def run_flags(engine: str, gpus: bool, ib: bool) -> list[list[str]]:
     if engine == "podman":
         flags.append(["--security-opt", "label=disable"])
     if gpus:
-        flags.append(["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"])
+        flags.append(gpu_flags(engine))
     if ib:
         flags += [["--device", "/dev/infiniband"], ["--cap-add", "IPC_LOCK"]]
     return flags
@@ -115,7 +161,7 @@ def toolkit_problem(engine: Engine, info_json: str, cdi_files: list[str], gpus: 
     if not [line for line in cdi_files if line.strip()]:
         return (
             f"the host has {gpus} GPU(s) but no CDI spec names nvidia.com/gpu (in /etc/cdi or /var/run/cdi; "
-            "`nvidia-ctk cdi generate` writes one)"
+            "the toolkit's refresh service writes it: `sudo systemctl start nvidia-cdi-refresh.service`)"
         )
     return None
 
