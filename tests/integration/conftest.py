@@ -151,8 +151,10 @@ def first_bootstrap(deb_sandbox: Sandbox) -> BootstrapRun:
     tests check it, and the launch tests run their jobs on the hosts it made ready."""
     proc = gpuprov("bootstrap", str(deb_sandbox.inventory), "--limit", "node1,node2", env=deb_sandbox.env,
                    check=False, timeout=1800)  # fmt: skip
-    runs = sorted((Path(deb_sandbox.env["GPUPROV_STATE_DIR"]) / "runs").iterdir())
-    summary = json.loads((runs[-1] / "summary.json").read_text())
+    # The run written last (run ids of one second sort at random by name: ansible/runs.py new_run_id).
+    runs = (Path(deb_sandbox.env["GPUPROV_STATE_DIR"]) / "runs").iterdir()
+    newest = max(runs, key=lambda run: run.stat().st_mtime_ns)
+    summary = json.loads((newest / "summary.json").read_text())
     return BootstrapRun(proc.returncode, proc.stdout, proc.stderr, summary)
 
 

@@ -42,8 +42,14 @@ class Result:
 
 
 def latest_run(state_dir: Path) -> Path:
-    runs = sorted((state_dir / "runs").iterdir())
-    return runs[-1]
+    """The run directory written last. Not the greatest name: run ids of one second differ only in their
+    random suffix (ansible/runs.py: new_run_id), so two runs in one second sort at random by name."""
+    return max((state_dir / "runs").iterdir(), key=_written_ns)
+
+
+def _written_ns(run: Path) -> int:
+    summary = run / "summary.json"
+    return (summary if summary.exists() else run).stat().st_mtime_ns
 
 
 def command(
