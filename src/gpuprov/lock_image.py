@@ -93,9 +93,7 @@ def image_problems(
 def _image_driver_problems(
     image: str, driver: str, stated: Any, table: Mapping[str, Any], names: tuple[str, str]
 ) -> list[str]:
-    match = _REFERENCE.fullmatch(image)
-    assert match is not None  # the reference was checked first
-    release = ngc_release(match.group("name"), match.group("tag"))
+    release = image_release(image)
     if release is None:
         return _own_image_problems(stated, driver, table, names)
     row = _ngc_row(table, release)
@@ -122,6 +120,13 @@ def runs_on(row: Mapping[str, Any], driver: str) -> bool:
     branch = driver.split(".")[0]
     forward = {str(k): str(v) for k, v in (row.get("forward_compatible") or {}).items()}
     return branch in forward and _key(driver) >= _key(forward[branch])
+
+
+def image_release(image: str) -> str | None:
+    """The NGC PyTorch release of an image reference ("25.01"); None for any other image or a malformed
+    reference."""
+    match = _REFERENCE.fullmatch(image)
+    return ngc_release(match.group("name"), match.group("tag")) if match else None
 
 
 def ngc_release(name: str, tag: str | None) -> str | None:

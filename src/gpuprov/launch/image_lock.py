@@ -66,6 +66,4 @@ def _pinned(image: str) -> bool:
 
 
 def _pinned_ngc(image: str) -> bool:
-    reference = image.split("@", 1)[0]
-    name, _, tag = reference.rpartition(":")
-    return _pinned(image) and lock_image.ngc_release(name, tag or None) is not None
+    return _pinned(image) and lock_image.image_release(image) is not None
