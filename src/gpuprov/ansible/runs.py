@@ -12,8 +12,8 @@ import contextlib
 import datetime
 import json
 import os
+import secrets
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,9 +42,18 @@ def room_needed(host_count: int) -> tuple[int, int]:
     return ROOM_MB + ROOM_MB_PER_HOST * host_count, ROOM_FILES + ROOM_FILES_PER_HOST * host_count
 
 
+_last_made = datetime.datetime.min
+
+
 def new_run_id() -> str:
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{uuid.uuid4().hex[:6]}"
+    """A run's directory name, "YYYYmmdd-HHMMSS-" and six hex digits: the microsecond (five) and one random
+    digit. Names sort in the order runs were made, so the newest run is the greatest name even for two runs
+    in one second (find_prior and rotate order by name); one process never makes one microsecond twice."""
+    global _last_made
+    # A clock that steps back (NTP) or two calls in one microsecond: one past the last, not a repeat.
+    now = max(datetime.datetime.now(), _last_made + datetime.timedelta(microseconds=1))
+    _last_made = now
+    return f"{now:%Y%m%d-%H%M%S}-{now.microsecond:05x}{secrets.randbelow(16):x}"
 
 
 class RunDir:
