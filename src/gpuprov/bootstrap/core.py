@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuprov import console
+from gpuprov import console, host_preflight
 from gpuprov.ansible import arguments, engine
 from gpuprov.ansible.arguments import Options
-from gpuprov.bootstrap import preflight
 from gpuprov.errors import GpuprovError
 
 VERB = "bootstrap"
@@ -30,7 +29,7 @@ def check_hosts(run: engine.Run) -> None:
     console.step(
         f"Preflight on {len(names)} host(s): SSH with host key checking, sudo, OS, compatibility lock"
     )
-    reports, lock_problems = preflight.run(run.inventory, run.extravars)
+    reports, lock_problems = host_preflight.run(run.inventory, run.extravars)
     problems = [p for r in reports for p in r.problems] + lock_problems
     run.summary["preflight"] = {
         "hosts": {r.host: {"os": r.os, "problems": [p.as_dict() for p in r.problems]} for r in reports},
@@ -39,7 +38,7 @@ def check_hosts(run: engine.Run) -> None:
     for problem in problems:
         run.directory.log(f"preflight {problem.host}: {problem.check}: {problem.message}")
     if problems:
-        code = preflight.exit_code(reports, lock_problems)
+        code = host_preflight.exit_code(reports, lock_problems)
         run.finish("preflight_failed", code)
         if len(problems) == 1:
             only = problems[0]
@@ -56,7 +55,9 @@ def check_hosts(run: engine.Run) -> None:
     console.success(f"Preflight ok on {len(names)} host(s) ({', '.join(systems)})")
 
 
-def preflight_table(reports: list[preflight.HostReport], lock_problems: list[preflight.Problem]) -> None:
+def preflight_table(
+    reports: list[host_preflight.HostReport], lock_problems: list[host_preflight.Problem]
+) -> None:
     rows = []
     for report in reports:
         if not report.problems:

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from gpuprov import host_preflight as preflight
 from gpuprov import hosts
 from gpuprov.ansible import runs
 from gpuprov.ansible.arguments import Options
-from gpuprov.bootstrap import core, preflight
+from gpuprov.bootstrap import core
 from gpuprov.errors import ExitCode, GpuprovError
 from tests.unit.ansible import runner_stand_in
 
