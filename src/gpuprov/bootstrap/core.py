@@ -27,14 +27,14 @@ def check_hosts(run: engine.Run) -> None:
     """The preflight, recorded in the summary; raises GpuprovError (nothing applied) when a host fails it."""
     names = run.inventory.names
     console.step(
-        f"Preflight on {len(names)} host(s): SSH with host key checking, sudo, OS, compatibility lock"
+        f"Preflight on {len(names)} host(s): SSH with host key checking, sudo, OS, GPUs, compatibility lock"
     )
     reports, lock_problems = host_preflight.run(run.inventory, run.extravars)
     problems = [p for r in reports for p in r.problems] + lock_problems
-    run.summary["preflight"] = {
-        "hosts": {r.host: {"os": r.os, "problems": [p.as_dict() for p in r.problems]} for r in reports},
-        "lock_problems": [p.as_dict() for p in lock_problems],
-    }
+    run.summary["preflight"] = host_preflight.summary(reports, lock_problems)
+    for report in reports:
+        for warning in report.warnings:
+            console.warning(f"{run.inventory.host(report.host).label}: {warning}")
     for problem in problems:
         run.directory.log(f"preflight {problem.host}: {problem.check}: {problem.message}")
     if problems:
