@@ -58,47 +58,25 @@ def gpu_stack_os_conflicts(
     )
 
 
-def gpu_generation_conflicts(
+def gpu_generation_problems(
     listing: str,
     stack: Any,
     generations: Mapping[str, Any],
     devices: Mapping[str, Any],
     table: Mapping[str, Any],
-) -> list[str]:
-    """The host's one line when its GPUs (read-pci-gpus.sh's output) cannot run the lock, else []; a lock
-    that does not fit the table is the first play's to report."""
-    found = _gpu_generation_check(listing, stack, generations, devices, table)
-    return [found[0]] if found and found[0] else []
-
-
-def gpu_generation_warnings(
-    listing: str,
-    stack: Any,
-    generations: Mapping[str, Any],
-    devices: Mapping[str, Any],
-    table: Mapping[str, Any],
-) -> list[str]:
-    """One warning per GPU the table does not know (never a failure)."""
-    found = _gpu_generation_check(listing, stack, generations, devices, table)
-    return list(found[1]) if found else []
-
-
-def _gpu_generation_check(
-    listing: str,
-    stack: Any,
-    generations: Mapping[str, Any],
-    devices: Mapping[str, Any],
-    table: Mapping[str, Any],
-) -> tuple[str | None, list[str]] | None:
+) -> dict[str, list[str]]:
+    """{"conflicts": the host's one line when its GPUs (read-pci-gpus.sh's output) cannot run the lock,
+    "warnings": one per GPU the table does not know}; a lock that does not fit the table is left to the
+    first play."""
     lock, gpus = _lock_module(), _gpuprov_module("gpu_generations")
     lock_fields = dict(stack) if isinstance(stack, Mapping) else stack
     if not isinstance(lock_fields, dict) or lock.check(lock_fields, table):
-        return None
+        return {"conflicts": [], "warnings": []}
     cudas = [str(row["version"]) for row in table.get("cuda", [])]
-    found: tuple[str | None, list[str]] = gpus.host_problems(
+    line, warnings = gpus.host_problems(
         gpus.parse_listing(listing), lock_fields, gpus.Tables(generations, devices), cudas
     )
-    return found
+    return {"conflicts": [line] if line else [], "warnings": list(warnings)}
 
 
 class FilterModule:
@@ -106,6 +84,5 @@ class FilterModule:
         return {
             "gpu_stack_conflicts": gpu_stack_conflicts,
             "gpu_stack_os_conflicts": gpu_stack_os_conflicts,
-            "gpu_generation_conflicts": gpu_generation_conflicts,
-            "gpu_generation_warnings": gpu_generation_warnings,
+            "gpu_generation_problems": gpu_generation_problems,
         }

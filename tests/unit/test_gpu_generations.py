@@ -11,20 +11,11 @@ import pytest
 
 from gpuprov import gpu_generations, lock
 from gpuprov.gpu_generations import PciGpu
+from tests.locks import CUDA13
 
 TABLES = gpu_generations.load_tables()
 CUDA_VERSIONS = [str(r["version"]) for r in lock.load_table()["cuda"]]
 
-CUDA13 = {
-    "driver_branch": "580",
-    "driver_version": "580.95.05",
-    "driver_flavor": "open",
-    "cuda_version": "13.0.2",
-    "cudnn_version": "9.15.0.58",
-    "nccl_version": "2.28.9",
-    "pytorch_version": "2.10.0",
-    "pytorch_cuda_tag": "cu130",
-}
 CUDA12_PROPRIETARY = {
     **CUDA13,
     "driver_flavor": "proprietary",

@@ -12,17 +12,8 @@ import pytest
 from gpuprov import host_preflight, hosts
 from gpuprov.errors import ExitCode
 from gpuprov.gpu_generations import PciGpu
+from tests.locks import CUDA13
 
-CUDA13 = {
-    "driver_branch": "580",
-    "driver_version": "580.95.05",
-    "driver_flavor": "open",
-    "cuda_version": "13.0.2",
-    "cudnn_version": "9.15.0.58",
-    "nccl_version": "2.28.9",
-    "pytorch_version": "2.10.0",
-    "pytorch_cuda_tag": "cu130",
-}
 GPUS = {
     "v100": (PciGpu("0000:18:00.0", "1db1"), PciGpu("0000:28:00.0", "1db1")),
     "h100": (PciGpu("0000:18:00.0", "2330"),),

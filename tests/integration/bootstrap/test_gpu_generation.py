@@ -22,19 +22,10 @@ from tests.integration import standin_gpus
 from tests.integration.bootstrap.conftest import ROLE_FILE, ROOT, bootstrap, latest_run, on_node
 from tests.integration.conftest import Sandbox, gpuprov
 from tests.integration.standin_gpus import StandinGpu
+from tests.locks import CUDA13
 
 pytestmark = pytest.mark.integration
 
-CUDA13 = {
-    "driver_branch": "580",
-    "driver_version": "580.95.05",
-    "driver_flavor": "open",
-    "cuda_version": "13.0.2",
-    "cudnn_version": "9.15.0.58",
-    "nccl_version": "2.28.9",
-    "pytorch_version": "2.10.0",
-    "pytorch_cuda_tag": "cu130",
-}
 V100_LINE = (
     "node3 ({address}:22): 1x Tesla V100 SXM2 16GB (Volta, 10de:1db1): cuda_version 13.0.2: CUDA 12.x is the "
     "last for Volta; lock a CUDA 12.x release (newest in the table: "

@@ -8,18 +8,9 @@ from typing import Any
 
 from gpuprov import gpu_generations, lock, resources
 from gpuprov.gpu_generations import PciGpu
+from tests.locks import CUDA13
 
 PLUGIN = resources.data_dir("playbooks") / "filter_plugins" / "gpu_stack.py"
-CUDA13 = {
-    "driver_branch": "580",
-    "driver_version": "580.95.05",
-    "driver_flavor": "open",
-    "cuda_version": "13.0.2",
-    "cudnn_version": "9.15.0.58",
-    "nccl_version": "2.28.9",
-    "pytorch_version": "2.10.0",
-    "pytorch_cuda_tag": "cu130",
-}
 LISTING = (
     "0000:18:00.0 0x10de 0x1db1 0x030200\n"
     "0000:18:00.1 0x10de 0x10f2 0x040300\n"  # the V100's audio function: not a GPU
@@ -47,14 +38,18 @@ def test_the_filters_say_what_the_preflight_says() -> None:
         [str(r["version"]) for r in table["cuda"]],
     )
     assert line is not None and line.startswith("1x Tesla V100 SXM2 16GB (Volta, 10de:1db1): ")
-    assert _filters()["gpu_generation_conflicts"](LISTING, *args) == [line]
-    assert _filters()["gpu_generation_warnings"](LISTING, *args) == warnings and len(warnings) == 1
+    assert _filters()["gpu_generation_problems"](LISTING, *args) == {
+        "conflicts": [line],
+        "warnings": warnings,
+    }
+    assert len(warnings) == 1
 
 
 def test_no_gpus_or_a_lock_that_does_not_fit_the_table_give_nothing_here() -> None:
     tables = gpu_generations.load_tables()
     table = lock.load_table()
-    conflicts = _filters()["gpu_generation_conflicts"]
-    assert conflicts("", CUDA13, tables.generations, tables.devices, table) == []
+    problems = _filters()["gpu_generation_problems"]
+    nothing = {"conflicts": [], "warnings": []}
+    assert problems("", CUDA13, tables.generations, tables.devices, table) == nothing
     bad = {**CUDA13, "cuda_version": "13.9.9"}  # the first play reports it
-    assert conflicts(LISTING, bad, tables.generations, tables.devices, table) == []
+    assert problems(LISTING, bad, tables.generations, tables.devices, table) == nothing
