@@ -1,7 +1,9 @@
-"""The lock check for playbooks/site.yml: the same code `gpuprov bootstrap` runs (gpuprov.lock)."""
+"""The lock check for playbooks/site.yml: the same code `gpuprov bootstrap` runs (gpuprov.lock, and
+gpuprov.gpu_generations for each host's GPUs)."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -9,12 +11,15 @@ from typing import Any
 
 
 def _lock_module() -> Any:
+    return _gpuprov_module("lock")
+
+
+def _gpuprov_module(name: str) -> Any:
     try:
-        from gpuprov import lock
+        return importlib.import_module(f"gpuprov.{name}")
     except ImportError:  # a source checkout used with plain ansible-playbook, gpuprov not installed
         sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
-        from gpuprov import lock
-    return lock
+        return importlib.import_module(f"gpuprov.{name}")
 
 
 def gpu_stack_conflicts(locks: Mapping[str, Any], table: Mapping[str, Any]) -> list[str]:
@@ -53,6 +58,31 @@ def gpu_stack_os_conflicts(
     )
 
 
+def gpu_generation_problems(
+    listing: str,
+    stack: Any,
+    generations: Mapping[str, Any],
+    devices: Mapping[str, Any],
+    table: Mapping[str, Any],
+) -> dict[str, list[str]]:
+    """{"conflicts": the host's one line when its GPUs (read-pci-gpus.sh's output) cannot run the lock,
+    "warnings": one per GPU the table does not know}; a lock that does not fit the table is left to the
+    first play."""
+    lock, gpus = _lock_module(), _gpuprov_module("gpu_generations")
+    lock_fields = dict(stack) if isinstance(stack, Mapping) else stack
+    if not isinstance(lock_fields, dict) or lock.check(lock_fields, table):
+        return {"conflicts": [], "warnings": []}
+    cudas = [str(row["version"]) for row in table.get("cuda", [])]
+    line, warnings = gpus.host_problems(
+        gpus.parse_listing(listing), lock_fields, gpus.Tables(generations, devices), cudas
+    )
+    return {"conflicts": [line] if line else [], "warnings": list(warnings)}
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"gpu_stack_conflicts": gpu_stack_conflicts, "gpu_stack_os_conflicts": gpu_stack_os_conflicts}
+        return {
+            "gpu_stack_conflicts": gpu_stack_conflicts,
+            "gpu_stack_os_conflicts": gpu_stack_os_conflicts,
+            "gpu_generation_problems": gpu_generation_problems,
+        }

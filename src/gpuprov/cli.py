@@ -27,6 +27,7 @@ _COMMAND_MODULES = {
     "logs": "gpuprov.launch.commands:logs",
     "stop": "gpuprov.launch.commands:stop",
     "bench": "gpuprov.bench.command:bench",
+    "lock": "gpuprov.lock_commands.command:lock",
 }
 
 

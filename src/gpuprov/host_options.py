@@ -47,6 +47,12 @@ def inventory_path(given: Path | None) -> Path:
     )
 
 
+def default_inventory_exists() -> bool:
+    """Whether inventory_path(None) would find an inventory ($GPUPROV_INVENTORY or ./inventory.ini), for a
+    verb that also runs without one (`gpuprov lock check LOCK`: the table checks alone)."""
+    return bool(os.environ.get(INVENTORY_ENV)) or DEFAULT_INVENTORY.exists()
+
+
 def _announced(path: Path, origin: str) -> Path:
     console.notice(f"Inventory: {path.absolute()} ({origin})")
     return path

@@ -1,5 +1,6 @@
 """The nvidia_driver role on a GPU host, cheaply: one ubuntu22.04 (stand-in) sandbox node that presents two
-NVIDIA GPUs on the PCI bus (a tmpfs over /sys/bus/pci/devices), simulated GPUs for the stand-in nvidia-smi
+NVIDIA GPUs on the PCI bus (a tmpfs over /sys/bus/pci/devices holding two H100 SXM5 80GB's PCI ids, from a
+recorded nvidia-smi -q: tests/integration/standin_gpus.py), simulated GPUs for the stand-in nvidia-smi
 and nvidia-persistenced (/etc/gpuprov/standin-gpus.conf), and a loaded driver (a tmpfs over /proc/driver
 holding a recorded /proc/driver/nvidia/version of the open module, tests/recorded).
 
@@ -20,6 +21,7 @@ import pytest
 from gpuprov import resources
 from gpuprov.sandbox.cluster import LABEL, ROLE_LABEL
 from gpuprov.sandbox.inventory import SANDBOX_LOCK
+from tests.integration import standin_gpus
 from tests.integration.conftest import Sandbox, gpuprov, start_sandbox, unique_name
 
 pytestmark = pytest.mark.integration
@@ -44,15 +46,8 @@ def gpu_host(sandbox_env: dict[str, str], tmp_path_factory: pytest.TempPathFacto
     try:
         node_shell(
             sandbox,
-            "mkdir -p /etc/gpuprov && printf 'GPU_COUNT=2\\nGPU_NAME=\"NVIDIA H100 80GB HBM3\"\\n'"
-            " > /etc/gpuprov/standin-gpus.conf",
-            # Two GPUs (3D controller class) from NVIDIA on the PCI bus, as sysfs shows them.
-            "mount -t tmpfs tmpfs /sys/bus/pci/devices",
-            *(
-                f"d=/sys/bus/pci/devices/0000:{bus}:00.0 && mkdir $d && echo 0x10de > $d/vendor"
-                f" && echo 0x030200 > $d/class"
-                for bus in ("18", "28")
-            ),
+            # Two H100 SXM5 80GB on the PCI bus as sysfs shows them, and for the stand-in nvidia-smi.
+            *standin_gpus.H100_SXM5_80GB.present(2),
             "mount -t tmpfs tmpfs /proc/driver && mkdir /proc/driver/nvidia",
         )
         yield sandbox

@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "gpuprov"
 MAX_FUNCTION_LINES = 80
 
 # The packages that are verbs, and the one module of each that other packages may import.
-VERBS = {"bootstrap", "launch", "check", "bench", "sandbox"}
+VERBS = {"bootstrap", "launch", "check", "bench", "sandbox", "lock_commands"}
 PUBLIC = {
     "gpuprov.launch.api",  # how check and bench run a job on hosts
     "gpuprov.check.store",  # check's stored results, which bench reports beside its own

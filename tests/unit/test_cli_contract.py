@@ -50,14 +50,22 @@ REFERENCE = {p.name: _shape(p) for p in cli_options.OptionSet(_Reference).params
 
 
 def _commands() -> dict[str, click.Command]:
+    """Every verb on hosts by its command line ("lock check": a group's commands are its verbs)."""
     context = click.Context(cli.cli)
-    names = [name for name in cli.cli.list_commands(context) if name not in NOT_ON_HOSTS]
-    found = {name: cli.cli.get_command(context, name) for name in names}
+    found: dict[str, click.Command | None] = {}
+    for name in [name for name in cli.cli.list_commands(context) if name not in NOT_ON_HOSTS]:
+        command = cli.cli.get_command(context, name)
+        if isinstance(command, click.Group):
+            found |= {
+                f"{name} {sub}": command.get_command(context, sub) for sub in command.list_commands(context)
+            }
+        else:
+            found[name] = command
     return {name: command for name, command in found.items() if command is not None}
 
 
 def test_the_verbs_on_hosts_are_the_known_ones() -> None:
-    assert sorted(_commands()) == ["bench", "bootstrap", "check", "launch"]
+    assert sorted(_commands()) == ["bench", "bootstrap", "check", "launch", "lock check"]
 
 
 @pytest.mark.parametrize("verb", sorted(_commands()))
@@ -78,7 +86,7 @@ def test_every_verb_on_hosts_takes_the_same_inventory_and_host_options(verb: str
 
 def test_the_help_of_every_verb_on_hosts_shows_them() -> None:
     for verb in _commands():
-        answer = in_process.gpuprov(verb, "--help")
+        answer = in_process.gpuprov(*verb.split(), "--help")
         assert answer.returncode == 0
         assert "-i, --inventory INVENTORY" in answer.stdout and "--limit PATTERN" in answer.stdout, verb
 

@@ -301,7 +301,7 @@ def test_only_ssh_imports_paramiko_and_only_when_it_connects() -> None:
     script = (
         "import sys\n"
         "import gpuprov.ssh, gpuprov.launch.flow, gpuprov.launch.control, gpuprov.check.ports\n"
-        "import gpuprov.check.gather, gpuprov.bootstrap.preflight\n"
+        "import gpuprov.check.gather, gpuprov.host_preflight\n"
         "print(sorted(m for m in sys.modules if m.startswith('paramiko')))\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)

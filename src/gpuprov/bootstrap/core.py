@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuprov import console
+from gpuprov import console, host_preflight
 from gpuprov.ansible import arguments, engine
 from gpuprov.ansible.arguments import Options
-from gpuprov.bootstrap import preflight
 from gpuprov.errors import GpuprovError
 
 VERB = "bootstrap"
@@ -28,18 +27,18 @@ def check_hosts(run: engine.Run) -> None:
     """The preflight, recorded in the summary; raises GpuprovError (nothing applied) when a host fails it."""
     names = run.inventory.names
     console.step(
-        f"Preflight on {len(names)} host(s): SSH with host key checking, sudo, OS, compatibility lock"
+        f"Preflight on {len(names)} host(s): SSH with host key checking, sudo, OS, GPUs, compatibility lock"
     )
-    reports, lock_problems = preflight.run(run.inventory, run.extravars)
+    reports, lock_problems = host_preflight.run(run.inventory, run.extravars)
     problems = [p for r in reports for p in r.problems] + lock_problems
-    run.summary["preflight"] = {
-        "hosts": {r.host: {"os": r.os, "problems": [p.as_dict() for p in r.problems]} for r in reports},
-        "lock_problems": [p.as_dict() for p in lock_problems],
-    }
+    run.summary["preflight"] = host_preflight.summary(reports, lock_problems)
+    for report in reports:
+        for warning in report.warnings:
+            console.warning(f"{run.inventory.host(report.host).label}: {warning}")
     for problem in problems:
         run.directory.log(f"preflight {problem.host}: {problem.check}: {problem.message}")
     if problems:
-        code = preflight.exit_code(reports, lock_problems)
+        code = host_preflight.exit_code(reports, lock_problems)
         run.finish("preflight_failed", code)
         if len(problems) == 1:
             only = problems[0]
@@ -56,7 +55,9 @@ def check_hosts(run: engine.Run) -> None:
     console.success(f"Preflight ok on {len(names)} host(s) ({', '.join(systems)})")
 
 
-def preflight_table(reports: list[preflight.HostReport], lock_problems: list[preflight.Problem]) -> None:
+def preflight_table(
+    reports: list[host_preflight.HostReport], lock_problems: list[host_preflight.Problem]
+) -> None:
     rows = []
     for report in reports:
         if not report.problems:

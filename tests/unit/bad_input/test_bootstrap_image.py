@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuprov import host_preflight as preflight
 from gpuprov import hosts
-from gpuprov.bootstrap import preflight
 from gpuprov.errors import ExitCode
 from tests.unit import in_process
 from tests.unit.bad_input.test_bootstrap_inventory_sandbox import SAMPLE, inventory

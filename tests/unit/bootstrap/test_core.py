@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from gpuprov import host_preflight as preflight
 from gpuprov import hosts
 from gpuprov.ansible import runs
 from gpuprov.ansible.arguments import Options
-from gpuprov.bootstrap import core, preflight
+from gpuprov.bootstrap import core
 from gpuprov.errors import ExitCode, GpuprovError
 from tests.unit.ansible import runner_stand_in
 
@@ -54,7 +55,12 @@ def test_bootstrap_applies_site_yml_after_its_preflight(
     (kwargs,) = seen
     assert kwargs["playbook"] == "site.yml"
     assert summary["verb"] == "bootstrap" and summary["status"] == "ok"
-    assert summary["preflight"]["hosts"]["node1"] == {"os": "Debian GNU/Linux 12", "problems": []}
+    assert summary["preflight"]["hosts"]["node1"] == {
+        "os": "Debian GNU/Linux 12",
+        "gpus": [],
+        "problems": [],
+        "warnings": [],
+    }
     err = capsys.readouterr().err
     assert (
         err.index("Preflight ok on 2 host(s)")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuprov import host_preflight as preflight
 from gpuprov.ansible import runs
 from gpuprov.ansible.events import Tracker, failure_message
-from gpuprov.bootstrap import preflight
 from gpuprov.errors import ExitCode
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from gpuprov import host_preflight as preflight
 from gpuprov import hosts
-from gpuprov.bootstrap import preflight
 
 
 def test_a_hanging_host_is_an_ssh_problem_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,8 +10,8 @@ import jinja2
 import pytest
 import yaml
 
+from gpuprov import host_preflight as preflight
 from gpuprov import platforms, resources
-from gpuprov.bootstrap import preflight
 
 ROLES = resources.data_dir("roles")
 TABLE = yaml.safe_load((ROLES / "gpuprov_platform" / "vars" / "main.yml").read_text())

@@ -2,8 +2,11 @@
 
 Per host, over one SSH session with host key checking on: the host answers and knows our key, become
 (sudo) works without a prompt or with the inventory's become password, python3 is there for Ansible, and
-the OS is one the roles support. Then the compatibility lock (`gpu_stack`) is checked against gpuprov's table,
-and, when it fits, against what NVIDIA's repository for each host's OS carries (an "os" problem of that host).
+the OS is one the roles support, and its NVIDIA GPUs (PCI device ids from sysfs, read-only). Then the
+compatibility lock (`gpu_stack`) is checked against gpuprov's table, and, when it fits, against what NVIDIA's
+repository for each host's OS carries (an "os" problem of that host) and what the host's GPU generation can
+run (a "gpu" problem: gpuprov.gpu_generations; a GPU the table does not know is a warning only).
+Nothing on a host is changed: `gpuprov bootstrap` runs it before Ansible starts, `gpuprov lock check` alone.
 """
 
 from __future__ import annotations
@@ -13,21 +16,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuprov import hosts, platforms, ssh
+from gpuprov import gpu_generations, hosts, platforms, ssh
 from gpuprov.errors import BadInput, ExitCode
 
 SUPPORTED_TEXT = platforms.describe()  # gpuprov's table, which the roles check hosts against too
 SSH_TIMEOUT_S = 10
 COMMAND_TIMEOUT_S = 20
-# A host that hangs on every step within its SSH timeouts (connect, 4 commands) is reported, the others not
+# A host that hangs on every step within its SSH timeouts (connect, 5 commands) is reported, the others not
 # held up by it.
-HOST_TIMEOUT_S = 3 * SSH_TIMEOUT_S + 4 * COMMAND_TIMEOUT_S + 30
+HOST_TIMEOUT_S = 3 * SSH_TIMEOUT_S + 5 * COMMAND_TIMEOUT_S + 30
 
 
 @dataclass(frozen=True)
 class Problem:
     host: str  # a host name, or "(lock)" for the compatibility lock
-    check: str  # ssh | host key | become | python | os | lock
+    check: str  # ssh | host key | become | python | os | gpu | lock
     message: str
 
     def as_dict(self) -> dict[str, str]:
@@ -40,6 +43,8 @@ class HostReport:
     os: str  # "Debian 12", or "" when unknown
     problems: tuple[Problem, ...]
     os_release: tuple[str, str] = ("", "")  # /etc/os-release's ID and VERSION_ID: ("ubuntu", "24.04")
+    gpus: tuple[gpu_generations.PciGpu, ...] = ()  # the NVIDIA GPUs on its PCI bus
+    warnings: tuple[str, ...] = ()  # shown, never a failure (a GPU the table does not know)
 
 
 def run(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> tuple[list[HostReport], list[Problem]]:
@@ -56,6 +61,8 @@ def run(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> tuple[list[
             host.name: extravars.get("gpu_stack", host.vars.get("gpu_stack")) for host in inventory.hosts
         }
         reports = [check_os_repository(report, stacks[report.host]) for report in reports]
+        if any(report.gpus for report in reports):
+            reports = check_gpu_generations(reports, stacks)
     return reports, lock_problems
 
 
@@ -68,6 +75,22 @@ def exit_code(reports: list[HostReport], lock_problems: list[Problem]) -> ExitCo
     if lock_problems:
         return ExitCode.BAD_INPUT
     return ExitCode.OK
+
+
+def summary(reports: list[HostReport], lock_problems: list[Problem]) -> dict[str, Any]:
+    """The preflight as the run's summary.json and `gpuprov lock check --json` record it."""
+    return {
+        "hosts": {
+            r.host: {
+                "os": r.os,
+                "gpus": [f"10de:{g.device}" for g in r.gpus],
+                "problems": [p.as_dict() for p in r.problems],
+                "warnings": list(r.warnings),
+            }
+            for r in reports
+        },
+        "lock_problems": [p.as_dict() for p in lock_problems],
+    }
 
 
 def _timed_out(host: hosts.Host) -> HostReport:
@@ -107,14 +130,46 @@ def check_host(host: hosts.Host, extravars: Mapping[str, Any]) -> HostReport:
         become = check_become(client, host, extravars)
         if become:
             problems.append(Problem(host.name, "become", become))
+        gpus = read_gpus(client)
     except ssh.SessionLost as exc:
         problems.append(
             Problem(host.name, "ssh", f"the SSH session broke: {exc.cause or type(exc.cause).__name__}")
         )
-        os_name, os_ids = "", ("", "")
+        os_name, os_ids, gpus = "", ("", ""), ()
     finally:
         client.close()
-    return HostReport(host.name, os_name, tuple(problems), os_ids)
+    return HostReport(host.name, os_name, tuple(problems), os_ids, gpus)
+
+
+def read_gpus(client: ssh.Client) -> tuple[gpu_generations.PciGpu, ...]:
+    """The host's NVIDIA GPUs from sysfs (nothing installed or loaded is needed); () when it shows none."""
+    script = gpu_generations.read_script()
+    listing = ssh.run(client, f"sh -c {shlex.quote(script)}", COMMAND_TIMEOUT_S)
+    return tuple(gpu_generations.parse_listing(listing.stdout)) if listing.rc == 0 else ()
+
+
+def check_gpu_generations(reports: list[HostReport], stacks: Mapping[str, Any]) -> list[HostReport]:
+    """Each report plus a "gpu" problem when the host's GPUs cannot run its lock, and the table's warnings."""
+    from gpuprov import lock
+
+    try:
+        tables = gpu_generations.load_tables()
+        cudas = [str(row["version"]) for row in lock.load_table().get("cuda", [])]
+    except (OSError, ValueError) as exc:
+        unread = f"gpuprov's GPU tables cannot be read: {exc}"
+        return [replace(r, problems=(*r.problems, Problem(r.host, "gpu", unread))) for r in reports]
+    checked = []
+    for report in reports:
+        stack = stacks[report.host]
+        if not report.gpus or not isinstance(stack, Mapping):
+            checked.append(report)
+            continue
+        line, warnings = gpu_generations.host_problems(report.gpus, stack, tables, cudas)
+        extra = (Problem(report.host, "gpu", line),) if line else ()
+        checked.append(
+            replace(report, problems=report.problems + extra, warnings=report.warnings + tuple(warnings))
+        )
+    return checked
 
 
 def check_os_repository(report: HostReport, stack: Any) -> HostReport:
