@@ -32,12 +32,16 @@ def check_hosts(run: engine.Run) -> None:
     )
     reports, lock_problems = preflight.run(run.inventory, run.extravars)
     problems = [p for r in reports for p in r.problems] + lock_problems
+    warnings = lock_warnings(run)
     run.summary["preflight"] = {
         "hosts": {r.host: {"os": r.os, "problems": [p.as_dict() for p in r.problems]} for r in reports},
         "lock_problems": [p.as_dict() for p in lock_problems],
+        "lock_warnings": warnings,
     }
     for problem in problems:
         run.directory.log(f"preflight {problem.host}: {problem.check}: {problem.message}")
+    for warning in warnings:
+        run.directory.log(f"preflight warning: {warning}")
     if problems:
         code = preflight.exit_code(reports, lock_problems)
         run.finish("preflight_failed", code)
@@ -52,8 +56,25 @@ def check_hosts(run: engine.Run) -> None:
             f"nothing was applied to any host; run log: {run.directory.path}",
             code,
         )
+    for warning in warnings:  # on the console once the run goes on: a failed preflight says one thing
+        console.warning(warning)
     systems = sorted({r.os for r in reports})
     console.success(f"Preflight ok on {len(names)} host(s) ({', '.join(systems)})")
+
+
+def lock_warnings(run: engine.Run) -> list[str]:
+    """What the lock check warns about (a driver branch past its end of life), once per distinct lock."""
+    from gpuprov import lock
+
+    messages: list[str] = []
+    for host in run.inventory.hosts:
+        stack = run.extravars.get("gpu_stack", host.vars.get("gpu_stack"))
+        try:
+            found = lock.warnings(stack) if stack is not None else []
+        except (OSError, ValueError):  # an unreadable table is the preflight's lock problem
+            found = []
+        messages += [message for message in found if message not in messages]
+    return messages
 
 
 def preflight_table(reports: list[preflight.HostReport], lock_problems: list[preflight.Problem]) -> None:
