@@ -132,8 +132,8 @@ def test_driver_too_old_for_cuda_names_the_pair_and_what_fits():
     assert "needs driver >= 550.54.15" in message
     # One driver per branch, the newest: the table lists dozens of fitting releases.
     assert (
-        "drivers that fit (the newest of each branch): 550.163.01, 560.35.05, 570.211.01, 575.57.08, "
-        "580.178.04, 590.48.01, 595.91.07, 610.57.04;" in message
+        "drivers that fit (the newest of each branch): 550.163.01, 560.35.05, 565.57.01, 570.211.01, "
+        "575.57.08, 580.178.04, 590.48.01, 595.91.07, 610.57.04;" in message
     )
     assert "CUDA versions that fit driver 535.216.03: 12.2.2" in message
 
