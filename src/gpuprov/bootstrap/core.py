@@ -32,12 +32,11 @@ def check_hosts(run: engine.Run) -> None:
     )
     reports, lock_problems = preflight.run(run.inventory, run.extravars)
     problems = [p for r in reports for p in r.problems] + lock_problems
-    warnings = lock_warnings(run)
     run.summary["preflight"] = {
         "hosts": {r.host: {"os": r.os, "problems": [p.as_dict() for p in r.problems]} for r in reports},
         "lock_problems": [p.as_dict() for p in lock_problems],
-        "lock_warnings": warnings,
     }
+    warnings = run.summary["preflight"]["lock_warnings"] = lock_warnings(run)
     for problem in problems:
         run.directory.log(f"preflight {problem.host}: {problem.check}: {problem.message}")
     for warning in warnings:
