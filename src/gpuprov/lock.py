@@ -8,6 +8,8 @@ ansible-core brings): the filter plugin may load it without the rest of gpuprov.
 
 from __future__ import annotations
 
+import calendar
+import datetime
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -154,11 +156,12 @@ def _cuda_problems(lock: Mapping[str, str], table: Mapping[str, Any]) -> list[st
     minimum = str(row["min_driver"])
     if _key(driver) >= _key(minimum):
         return []
-    drivers = [v for v in _versions(table, "drivers") if _key(v) >= _key(minimum)]
+    drivers = _newest_per_branch(v for v in _versions(table, "drivers") if _key(v) >= _key(minimum))
     cudas = [str(r["version"]) for r in _rows(table, "cuda") if _key(driver) >= _key(str(r["min_driver"]))]
     return [
         f"driver_version {driver} does not fit cuda_version {cuda}: CUDA {cuda} needs driver >= {minimum}; "
-        f"drivers that fit: {_list(drivers)}; or CUDA versions that fit driver {driver}: {_list(cudas)}"
+        f"drivers that fit (the newest of each branch): {_list(drivers)}; "
+        f"or CUDA versions that fit driver {driver}: {_list(cudas)}"
     ]
 
 
@@ -248,6 +251,55 @@ def _toolkit_problems(gpu_stack: Mapping[str, Any], table: Mapping[str, Any]) ->
         f"container_toolkit_version {version} is refused: {why}; lock {row['fixed_in']} or later "
         f"(source: {' '.join(str(row['source']).split())})"
     ]
+
+
+# -- the branch's end of life (a warning, not a conflict) ------------------------------------------------
+
+
+def warnings(
+    gpu_stack: Mapping[str, Any], table: Mapping[str, Any] | None = None, today: datetime.date | None = None
+) -> list[str]:
+    """One message when the locked driver branch is past its end of life (`driver_branches`), else [].
+
+    A warning, not a conflict: the driver still installs and runs, but NVIDIA ships no more fixes for it.
+    It starts on the first day of the end-of-life month. Only a well-formed lock is looked at (`check`
+    reports the rest).
+    """
+    if not isinstance(gpu_stack, Mapping) or _field_problems(gpu_stack):
+        return []
+    tbl = table if table is not None else load_table()
+    day = today or datetime.date.today()
+    branch = str(gpu_stack["driver_branch"])
+    row = next((r for r in _rows(tbl, "driver_branches") if str(r["branch"]) == branch), None)
+    if row is None or day < _first_day(_end_of_life(row)):
+        return []
+    when = f"{'in' if 'end_of_life' in row else 'by'} {_month_name(_end_of_life(row))}"
+    lockable = {v.split(".")[0] for v in _versions(tbl, "drivers")}
+    supported = [
+        f"{r['branch']} ({r['designation']}, to {_month_name(_end_of_life(r))})"
+        for r in _rows(tbl, "driver_branches")
+        if "end_of_life" in r and day < _first_day(_end_of_life(r)) and str(r["branch"]) in lockable
+    ]
+    return [
+        f"driver_branch {branch} ({row['designation']} branch) reached its end of life {when}: NVIDIA ships "
+        f"it no more fixes; branches in support that a lock can name: {_list(supported)} (dates and sources: "
+        "driver_branches in playbooks/vars/gpu_stack_compat.yml)"
+    ]
+
+
+def _end_of_life(row: Mapping[str, Any]) -> str:
+    """ "YYYY-MM": the stated month, or the month by which the branch was called end of life."""
+    return str(row.get("end_of_life") or row["end_of_life_by"])
+
+
+def _first_day(month: str) -> datetime.date:
+    year, number = (int(part) for part in month.split("-"))
+    return datetime.date(year, number, 1)
+
+
+def _month_name(month: str) -> str:
+    day = _first_day(month)
+    return f"{calendar.month_name[day.month]} {day.year}"
 
 
 # -- the OS's repository ---------------------------------------------------------------------------------
@@ -353,6 +405,16 @@ def _tag_fits(tag: str, cuda: str) -> bool:
 
 def _tag_fits_any(row: Mapping[str, Any], cuda: str) -> bool:
     return any(t != "cpu" and _tag_fits(str(t), cuda) for t in row.get("cuda_tags", []))
+
+
+def _newest_per_branch(versions: Iterable[str]) -> list[str]:
+    """The newest version of each driver branch, oldest branch first."""
+    newest: dict[str, str] = {}
+    for version in versions:
+        branch = version.split(".")[0]
+        if branch not in newest or _key(version) > _key(newest[branch]):
+            newest[branch] = version
+    return [newest[b] for b in sorted(newest, key=int)]
 
 
 def _list(items: Iterable[str]) -> str:

@@ -1,3 +1,4 @@
+import datetime
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,8 @@ def test_os_repository_without_the_locked_cuda_names_what_fits():
     sample = yaml.safe_load(SAMPLE_LOCK.read_text())["gpu_stack"]
     assert lock.os_problems(sample, "ubuntu", "24.04") == [
         "NVIDIA's ubuntu2404 repository has no CUDA 12.4.1: it carries CUDA 12.6.3, 12.8.1, 12.9.1, 13.0.0, "
-        "13.0.1, 13.0.2; of those, driver_version 550.127.08 fits none in the table. Lock a CUDA it carries "
+        "13.0.1, 13.0.2, 13.0.3, 13.1.1, 13.2.0, 13.2.1, 13.3.1; of those, driver_version 550.127.08 fits "
+        "none in the table. Lock a CUDA it carries "
         "(with the cuDNN, NCCL and PyTorch that fit it), or provision this host with another OS"
     ]
     newer = with_(driver_branch="570", driver_version="570.124.06")
@@ -128,9 +130,10 @@ def test_driver_too_old_for_cuda_names_the_pair_and_what_fits():
     message = problems[0]
     assert message.startswith("driver_version 535.216.03 does not fit cuda_version 12.4.1")
     assert "needs driver >= 550.54.15" in message
+    # One driver per branch, the newest: the table lists dozens of fitting releases.
     assert (
-        "drivers that fit: 550.54.15, 550.127.08, 560.35.05, 570.124.06, 575.57.08, 580.65.06, 580.82.07, "
-        "580.95.05;" in message
+        "drivers that fit (the newest of each branch): 550.163.01, 560.35.05, 565.57.01, 570.211.01, "
+        "575.57.08, 580.178.04, 590.48.01, 595.91.07, 610.57.04;" in message
     )
     assert "CUDA versions that fit driver 535.216.03: 12.2.2" in message
 
@@ -139,7 +142,8 @@ def test_branch_must_match_the_version():
     problems = lock.check(with_(driver_branch="570"))
     assert problems == [
         "driver_branch 570 does not fit driver_version 550.127.08: set driver_branch to '550', or pick a "
-        "version of branch 570 (570.124.06)"
+        "version of branch 570 (570.86.15, 570.124.06, 570.133.20, 570.148.08, 570.158.01, 570.172.08, "
+        "570.195.03, 570.211.01)"
     ]
 
 
@@ -161,7 +165,8 @@ def test_cudnn_outside_its_cuda_range():
     )
     assert lock.check(stack) == [
         "cudnn_version 9.5.1.17 does not fit cuda_version 12.8.1: cuDNN 9.5.1.17 supports CUDA 12.0 to "
-        "12.6; cuDNN versions that fit CUDA 12.8: 9.10.2.21, 9.15.0.58"
+        "12.6; cuDNN versions that fit CUDA 12.8: 9.10.2.21, 9.15.0.58, 9.17.1.4, 9.19.0.56, 9.20.0.48, "
+        "9.24.0.43"
     ]
 
 
@@ -185,7 +190,8 @@ def test_versions_outside_the_table_say_how_to_add_one():
     problems = lock.check(with_(cuda_version="12.5.1"))
     assert problems[0] == (
         "cuda_version 12.5.1 is not in gpuprov's compatibility table (listed: 12.2.2, 12.4.1, 12.6.3, "
-        f"12.8.1, 12.9.1, 13.0.0, 13.0.1, 13.0.2); {lock.HOW_TO_ADD}"
+        f"12.8.1, 12.9.1, 13.0.0, 13.0.1, 13.0.2, 13.0.3, 13.1.1, 13.2.0, 13.2.1, 13.2.2, 13.3.1); "
+        f"{lock.HOW_TO_ADD}"
     )
     # The other pairs are still compared: no NCCL in the table is built for CUDA 12.5.
     assert problems[1:] == [
@@ -251,3 +257,62 @@ def test_a_refused_toolkit_release_names_what_breaks_and_what_to_lock():
     assert lock.check(with_(container_toolkit_version="1.18.0")) == []
     for row in lock.load_table()["container_toolkit_refused"]:
         assert row["why"] and row["fixed_in"] and row["source"], row
+
+
+# -- the driver branches' end of life ----------------------------------------------------------------------
+
+R580 = {"driver_branch": "580", "driver_version": "580.178.04", "cuda_version": "13.0.2"}
+
+
+def test_every_driver_branch_has_a_sourced_end_of_life_and_every_driver_a_branch_row():
+    table = lock.load_table()
+    rows = {row["branch"]: row for row in table["driver_branches"]}
+    for row in rows.values():
+        assert row["source"] and row["designation"] in {"long-term support", "production", "new feature"}
+        month = row.get("end_of_life") or row["end_of_life_by"]
+        assert lock._first_day(month).day == 1, row
+    assert {d["version"].split(".")[0] for d in table["drivers"]} <= set(rows)
+
+
+@pytest.mark.parametrize(
+    ("day", "warned"),
+    [
+        (datetime.date(2026, 5, 31), False),
+        (datetime.date(2026, 6, 1), True),
+        (datetime.date(2027, 1, 1), True),
+    ],
+)
+def test_a_branch_past_its_end_of_life_warns_from_the_first_day_of_that_month(
+    day: datetime.date, warned: bool
+):
+    stack = with_(
+        driver_branch="535", driver_version="535.216.03", cuda_version="12.2.2", nccl_version="2.19.3"
+    )
+    assert lock.check(stack) == []  # a warning is not a conflict: the lock still fits
+    messages = lock.warnings(stack, today=day)
+    assert bool(messages) is warned
+    if warned:
+        assert messages[0].startswith(
+            "driver_branch 535 (long-term support branch) reached its end of life in June 2026: NVIDIA "
+            "ships it no more fixes; branches in support that a lock can name: 580 (long-term support, to "
+            "June 2028)"
+        )
+
+
+def test_a_branch_known_end_of_life_only_by_a_month_says_by_and_names_what_is_supported():
+    (message,) = lock.warnings(SANDBOX_LOCK, today=datetime.date(2026, 11, 26))
+    assert message == (
+        "driver_branch 550 (production branch) reached its end of life by July 2025: NVIDIA ships it no more "
+        "fixes; branches in support that a lock can name: 580 (long-term support, to June 2028), 595 "
+        "(production, to March 2027) (dates and sources: driver_branches in "
+        "playbooks/vars/gpu_stack_compat.yml)"
+    )
+
+
+def test_a_supported_branch_and_a_malformed_or_unknown_lock_do_not_warn():
+    assert lock.warnings(with_(**R580), today=datetime.date(2026, 11, 26)) == []
+    assert lock.warnings(with_(**R580), today=datetime.date(2028, 6, 1)) != []
+    malformed = with_(driver_branch="55")  # check() reports it
+    assert lock.warnings(malformed, today=datetime.date(2026, 11, 26)) == []
+    table = {**lock.load_table(), "driver_branches": []}
+    assert lock.warnings(SANDBOX_LOCK, table, today=datetime.date(2026, 11, 26)) == []

@@ -35,8 +35,11 @@ def check_hosts(run: engine.Run) -> None:
     for report in reports:
         for warning in report.warnings:
             console.warning(f"{run.inventory.host(report.host).label}: {warning}")
+    warnings = run.summary["preflight"]["lock_warnings"] = lock_warnings(run)
     for problem in problems:
         run.directory.log(f"preflight {problem.host}: {problem.check}: {problem.message}")
+    for warning in warnings:
+        run.directory.log(f"preflight warning: {warning}")
     if problems:
         code = host_preflight.exit_code(reports, lock_problems)
         run.finish("preflight_failed", code)
@@ -51,8 +54,25 @@ def check_hosts(run: engine.Run) -> None:
             f"nothing was applied to any host; run log: {run.directory.path}",
             code,
         )
+    for warning in warnings:  # on the console once the run goes on: a failed preflight says one thing
+        console.warning(warning)
     systems = sorted({r.os for r in reports})
     console.success(f"Preflight ok on {len(names)} host(s) ({', '.join(systems)})")
+
+
+def lock_warnings(run: engine.Run) -> list[str]:
+    """What the lock check warns about (a driver branch past its end of life), once per distinct lock."""
+    from gpuprov import lock
+
+    messages: list[str] = []
+    for host in run.inventory.hosts:
+        stack = run.extravars.get("gpu_stack", host.vars.get("gpu_stack"))
+        try:
+            found = lock.warnings(stack) if stack is not None else []
+        except (OSError, ValueError):  # an unreadable table is the preflight's lock problem
+            found = []
+        messages += [message for message in found if message not in messages]
+    return messages
 
 
 def preflight_table(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpuprov import host_preflight as preflight
 from gpuprov import hosts
@@ -81,3 +82,22 @@ def test_a_preflight_problem_stops_bootstrap_before_ansible(
     (run_dir,) = runs.runs_dir().iterdir()
     record = runs.read_summary(run_dir, legacy_verb="none")
     assert (record["verb"], record["status"]) == ("bootstrap", "preflight_failed")
+
+
+def test_a_lock_past_its_branch_end_of_life_warns_and_bootstrap_goes_on(
+    options: Options, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpuprov.sandbox.inventory import SANDBOX_LOCK
+
+    stand_ins(monkeypatch, {})
+    lock_file = options.inventory.parent / "lock.yml"
+    lock_file.write_text(yaml.safe_dump({"gpu_stack": dict(SANDBOX_LOCK)}))
+    options = Options(inventory=options.inventory, extra_vars=(f"@{lock_file}",))
+    summary = core.run(options)
+    assert summary["status"] == "ok"
+    (warning,) = summary["preflight"]["lock_warnings"]  # two hosts, one lock: one warning
+    assert warning.startswith("driver_branch 550 (production branch) reached its end of life by July 2025")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "warning: driver_branch 550 (production branch) reached its end of life by July 2025" in err
+    (run_dir,) = runs.runs_dir().iterdir()
+    assert "preflight warning: driver_branch 550" in (run_dir / "gpuprov.log").read_text()
