@@ -56,6 +56,7 @@ def run(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> tuple[list[
             host.name: extravars.get("gpu_stack", host.vars.get("gpu_stack")) for host in inventory.hosts
         }
         reports = [check_os_repository(report, stacks[report.host]) for report in reports]
+    reports = [check_python(report, inventory, extravars) for report in reports]
     return reports, lock_problems
 
 
@@ -130,6 +131,26 @@ def check_os_repository(report: HostReport, stack: Any) -> HostReport:
         return report
     extra = tuple(Problem(report.host, "os", f"{report.os}: {message}") for message in messages)
     return replace(report, problems=report.problems + extra)
+
+
+def check_python(report: HostReport, inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> HostReport:
+    """The report plus a "python" problem when python_env would find no Python the locked PyTorch has wheels
+    for on the host's OS (gpuprov.python_fit, the role's own choice)."""
+    os_id, version = report.os_release
+    platform = platforms.find(os_id, version) if os_id else None
+    host = next((h for h in inventory.hosts if h.name == report.host), None)
+    if platform is None or host is None or any(p.check == "os" for p in report.problems):
+        return report
+    from gpuprov import python_fit
+
+    settings = {**host.vars, **extravars}
+    try:
+        message = python_fit.host_problem(host.name, (os_id, version), platform.distribution, settings)
+    except (OSError, ValueError, KeyError, TypeError):  # an unreadable table: the role reports it
+        return report
+    if not message:
+        return report
+    return replace(report, problems=(*report.problems, Problem(report.host, "python", message)))
 
 
 def parse_os_release(text: str) -> dict[str, str]:
