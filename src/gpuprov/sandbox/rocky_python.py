@@ -45,3 +45,27 @@ def python_package(debs: Sequence[Path]) -> Package:
         summary="Rocky 9.4's python3.11 name and version carrying Debian 12's /usr/bin/python3.11",
         entries=tuple(entries),
     )
+
+
+# On each rocky9 node: the mirror's AppStream stand-in (rocky_podman.REPO_DIR) as the node's AppStream
+# repository, where Rocky's own rocky.repo names it, with the sandbox key as its gpgkey (dnf imports it on
+# first use, as it imports RPM-GPG-KEY-Rocky-9 on a real host). The file and section name are those
+# ansible.builtin.yum_repository writes for `name: appstream`, so a scenario that adds it again
+# (molecule/container_runtime) replaces this file instead of listing the repository twice.
+NODE_OSES = ("rocky9",)
+NODE_REPO_FILE = "etc/yum.repos.d/appstream.repo"
+NODE_KEY_FILE = "etc/pki/rpm-gpg/RPM-GPG-KEY-gpuprov-sandbox"
+
+
+def node_repo(base_url: str = "http://mirror") -> str:
+    from gpuprov.sandbox.rocky_podman import REPO_DIR
+
+    return (
+        "# Written by `gpuprov sandbox up`: the sandbox mirror's stand-in for Rocky Linux 9's AppStream.\n"
+        "[appstream]\n"
+        "name=Rocky Linux 9 - AppStream (gpuprov sandbox stand-in)\n"
+        f"baseurl={base_url}/{REPO_DIR}/\n"
+        "gpgcheck=1\n"
+        "repo_gpgcheck=1\n"
+        f"gpgkey=file:///{NODE_KEY_FILE}\n"
+    )
