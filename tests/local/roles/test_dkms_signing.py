@@ -7,6 +7,7 @@ the key as given, the certificate as DER, another key already there never replac
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -126,3 +127,87 @@ def test_another_key_at_the_mok_path_is_not_replaced(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert f"signs modules only with {mok}/MOK.priv, which holds another key" in proc.stdout
     assert (mok / "MOK.priv").read_bytes() == other_key.read_bytes()
+
+
+# Canonical's precompiled modules (tasks/precompiled-modules.yml): the package names for the running kernel
+# and the driver they are built from, read from what `apt-cache show` prints for them. The role's variables
+# are the play's (a set_fact must be able to replace them), apt's answer an extra variable.
+ROLE_VARS: dict[str, Any] = {
+    "ansible_facts": {"kernel": "5.15.0-91-generic"},
+    "nvidia_driver_version": "550.127.05",
+    "nvidia_driver_ubuntu_kernel_flavour": "generic",
+    "__nvidia_driver_apt_tail": "550-server",
+    "__nvidia_driver_precompiled_prefix": "linux-modules-nvidia-550-server-open-",
+    "__nvidia_driver_precompiled_drops": "^nvidia-(dkms-|headless-(?!no-dkms-))",
+    "__nvidia_driver_packages": [
+        "nvidia-headless-550-server-open", "nvidia-headless-no-dkms-550-server-open",
+        "nvidia-dkms-550-server-open", "nvidia-kernel-source-550-server-open",
+        "nvidia-kernel-common-550-server", "nvidia-utils-550-server",
+    ],
+}  # fmt: skip
+
+
+def _precompiled(tmp_path: Path, apt_says: dict[str, Any]) -> tuple[int, str, dict[str, Any]]:
+    tasks = _tasks("precompiled-modules.yml", "Leave DKMS out", "Refuse when Canonical")
+    out = tmp_path / "decided.json"
+    tasks.append(
+        {
+            "name": "Write what was decided",
+            "ansible.builtin.copy": {
+                "dest": str(out),
+                "mode": "0644",
+                "content": "{{ {'keep': __nvidia_driver_packages, "
+                "'drop': __nvidia_driver_precompiled_removed, "
+                "'modules': __nvidia_driver_precompiled_packages, "
+                "'headers': __nvidia_driver_kernel_packages} | to_json }}",
+            },
+        }
+    )
+    proc = run_play(tmp_path, tasks, {"__nvidia_driver_precompiled_show": apt_says}, play_vars=ROLE_VARS)
+    return proc.returncode, proc.stdout, (json.loads(out.read_text()) if out.exists() else {})
+
+
+def test_precompiled_modules_replace_dkms_for_the_running_kernel(tmp_path: Path) -> None:
+    apt_says = {
+        "rc": 0,
+        "stderr": "",
+        "stdout": "Package: linux-modules-nvidia-550-server-open-generic\n"
+        "Depends: linux-modules-nvidia-550-server-open-5.15.0-91-generic, nvidia-kernel-common-550-server "
+        "(>= 550.127.05)\n",
+    }
+    rc, output, decided = _precompiled(tmp_path, apt_says)
+    assert rc == 0, output[-3000:]
+    assert decided == {
+        "keep": [
+            "nvidia-headless-no-dkms-550-server-open", "nvidia-kernel-source-550-server-open",
+            "nvidia-kernel-common-550-server", "nvidia-utils-550-server",
+        ],
+        "drop": ["nvidia-headless-550-server-open", "nvidia-dkms-550-server-open"],
+        "modules": [
+            "linux-modules-nvidia-550-server-open-5.15.0-91-generic",
+            "linux-modules-nvidia-550-server-open-generic",
+        ],
+        "headers": [],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("apt_says", "message"),
+    [
+        (
+            {"rc": 100, "stdout": "", "stderr": "E: No packages found"},
+            "its repositories do not offer them (E: No packages found)",
+        ),
+        (
+            {"rc": 0, "stderr": "", "stdout": "Depends: nvidia-kernel-common-550-server (>= 550.144.03)\n"},
+            "they are built for driver 550.144.03, not the locked 550.127.05",
+        ),
+    ],
+)
+def test_precompiled_modules_that_do_not_fit_are_refused(
+    tmp_path: Path, apt_says: dict[str, Any], message: str
+) -> None:
+    rc, output, decided = _precompiled(tmp_path, apt_says)
+    assert rc != 0 and decided == {}
+    assert message in output
+    assert "set nvidia_driver_ubuntu_precompiled: false" in output
