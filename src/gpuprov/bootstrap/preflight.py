@@ -27,7 +27,7 @@ HOST_TIMEOUT_S = 3 * SSH_TIMEOUT_S + 4 * COMMAND_TIMEOUT_S + 30
 @dataclass(frozen=True)
 class Problem:
     host: str  # a host name, or "(lock)" for the compatibility lock
-    check: str  # ssh | host key | become | python | os | lock
+    check: str  # ssh | host key | become | python | os | python_env | lock
     message: str
 
     def as_dict(self) -> dict[str, str]:
@@ -134,7 +134,7 @@ def check_os_repository(report: HostReport, stack: Any) -> HostReport:
 
 
 def check_python(report: HostReport, inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> HostReport:
-    """The report plus a "python" problem when python_env would find no Python the locked PyTorch has wheels
+    """The report plus a "python_env" problem when the role would find no Python the locked PyTorch has wheels
     for on the host's OS (gpuprov.python_fit, the role's own choice)."""
     os_id, version = report.os_release
     platform = platforms.find(os_id, version) if os_id else None
@@ -150,7 +150,7 @@ def check_python(report: HostReport, inventory: hosts.Inventory, extravars: Mapp
         return report
     if not message:
         return report
-    return replace(report, problems=(*report.problems, Problem(report.host, "python", message)))
+    return replace(report, problems=(*report.problems, Problem(report.host, "python_env", message)))
 
 
 def parse_os_release(text: str) -> dict[str, str]:
