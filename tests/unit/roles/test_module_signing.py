@@ -4,22 +4,15 @@ mok_signing_key from v3.0.4) and Canonical's signed precompiled modules for nvid
 
 from __future__ import annotations
 
-import importlib.util
 from types import ModuleType
 
 import pytest
 
-from gpuprov import resources
-
-PLUGIN = resources.data_dir("roles") / "nvidia_driver" / "filter_plugins" / "module_signing.py"
+from tests.unit.roles.plugins import role_plugin
 
 
 def _plugin() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("module_signing", PLUGIN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return role_plugin("nvidia_driver", "module_signing.py")
 
 
 def _method(*args: object) -> str:

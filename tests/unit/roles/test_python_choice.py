@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from types import ModuleType
 
 import pytest
@@ -10,8 +9,8 @@ import yaml
 
 from gpuprov import python_fit, resources
 from gpuprov.python_fit import Choice
+from tests.unit.roles.plugins import role_plugin
 
-PLUGIN = resources.data_dir("roles") / "python_env" / "filter_plugins" / "python_choice.py"
 COMPAT = resources.data_dir("playbooks") / "vars" / "gpu_stack_compat.yml"
 FACTS = python_fit.load_facts()
 
@@ -26,11 +25,7 @@ def _choose(
 
 
 def _plugin() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("python_choice", PLUGIN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return role_plugin("python_env", "python_choice.py")
 
 
 def test_el9_takes_appstreams_newest_python_the_locked_pytorch_supports() -> None:
