@@ -15,6 +15,9 @@ Recorded facts:
   AppStream EUS repository in a published rpm-ostree log (search index, id 66808483553).
 - The interpreter is `/usr/bin/python3.11` (the table's command; python_env's default
   `python_env_venv_python`).
+- Rocky 9's /etc/yum.repos.d/rocky.repo, section [appstream]: gpgcheck=1, enabled=1,
+  gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-Rocky-9 and no repo_gpgcheck (rocky-repos' file as copied into
+  public repositories, search index).
 What differs from Rocky: the interpreter is Debian's 3.11.2, not 3.11.7; the rpm carries only the
 interpreter (no python3.11-libs, pip or setuptools rpms: the node's Debian files provide them).
 """
@@ -24,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpuprov.sandbox.rocky_podman import debian_files
+from gpuprov.sandbox.rocky_podman import REPO_DIR, debian_files
 from gpuprov.sandbox.standins import Format, Package
 
 NAME, VERSION, RELEASE = "python3.11", "3.11.7", "1.el9_4.7"
@@ -48,24 +51,24 @@ def python_package(debs: Sequence[Path]) -> Package:
 
 
 # On each rocky9 node: the mirror's AppStream stand-in (rocky_podman.REPO_DIR) as the node's AppStream
-# repository, where Rocky's own rocky.repo names it, with the sandbox key as its gpgkey (dnf imports it on
-# first use, as it imports RPM-GPG-KEY-Rocky-9 on a real host). The file and section name are those
-# ansible.builtin.yum_repository writes for `name: appstream`, so a scenario that adds it again
-# (molecule/container_runtime) replaces this file instead of listing the repository twice.
+# repository, configured as Rocky 9's own /etc/yum.repos.d/rocky.repo configures [appstream]: packages checked
+# against gpgkey (gpgcheck=1; dnf imports the key on first use, as it imports RPM-GPG-KEY-Rocky-9 on a real
+# host), metadata not signed (no repo_gpgcheck); the sandbox key and the mirror's URL in place of Rocky's.
+# The file and section name are those ansible.builtin.yum_repository writes for `name: appstream`, so a
+# scenario that adds it again (molecule/container_runtime) replaces this file instead of listing the
+# repository twice.
 NODE_OSES = ("rocky9",)
 NODE_REPO_FILE = "etc/yum.repos.d/appstream.repo"
 NODE_KEY_FILE = "etc/pki/rpm-gpg/RPM-GPG-KEY-gpuprov-sandbox"
 
 
 def node_repo(base_url: str = "http://mirror") -> str:
-    from gpuprov.sandbox.rocky_podman import REPO_DIR
-
     return (
         "# Written by `gpuprov sandbox up`: the sandbox mirror's stand-in for Rocky Linux 9's AppStream.\n"
         "[appstream]\n"
         "name=Rocky Linux 9 - AppStream (gpuprov sandbox stand-in)\n"
         f"baseurl={base_url}/{REPO_DIR}/\n"
+        "enabled=1\n"
         "gpgcheck=1\n"
-        "repo_gpgcheck=1\n"
         f"gpgkey=file:///{NODE_KEY_FILE}\n"
     )
