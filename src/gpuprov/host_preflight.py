@@ -30,7 +30,7 @@ HOST_TIMEOUT_S = 3 * SSH_TIMEOUT_S + 5 * COMMAND_TIMEOUT_S + 30
 @dataclass(frozen=True)
 class Problem:
     host: str  # a host name, or "(lock)" for the compatibility lock
-    check: str  # ssh | host key | become | python | os | gpu | lock
+    check: str  # ssh | host key | become | python | os | gpu | python_env | lock
     message: str
 
     def as_dict(self) -> dict[str, str]:
@@ -63,6 +63,7 @@ def run(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> tuple[list[
         reports = [check_os_repository(report, stacks[report.host]) for report in reports]
         if any(report.gpus for report in reports):
             reports = check_gpu_generations(reports, stacks)
+    reports = [check_python(report, inventory, extravars) for report in reports]
     return reports, lock_problems
 
 
@@ -185,6 +186,26 @@ def check_os_repository(report: HostReport, stack: Any) -> HostReport:
         return report
     extra = tuple(Problem(report.host, "os", f"{report.os}: {message}") for message in messages)
     return replace(report, problems=report.problems + extra)
+
+
+def check_python(report: HostReport, inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> HostReport:
+    """The report plus a "python_env" problem when the role would find no Python the locked PyTorch has wheels
+    for on the host's OS (gpuprov.python_fit, the role's own choice)."""
+    os_id, version = report.os_release
+    platform = platforms.find(os_id, version) if os_id else None
+    host = next((h for h in inventory.hosts if h.name == report.host), None)
+    if platform is None or host is None or any(p.check == "os" for p in report.problems):
+        return report
+    from gpuprov import python_fit
+
+    settings = {**host.vars, **extravars}
+    try:
+        message = python_fit.host_problem(host.name, (os_id, version), platform.distribution, settings)
+    except (OSError, ValueError, KeyError, TypeError):  # an unreadable table: the role reports it
+        return report
+    if not message:
+        return report
+    return replace(report, problems=(*report.problems, Problem(report.host, "python_env", message)))
 
 
 def parse_os_release(text: str) -> dict[str, str]:

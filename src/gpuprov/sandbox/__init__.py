@@ -9,5 +9,6 @@
 - mirror.py: the signed package mirror (stand-in repositories, Debian's Slurm, a PEP 503 wheel index).
 - debian_archive.py: the real Debian 12 packages the mirror serves (Slurm and what it needs).
 - rpm_modules.py: the dnf module metadata of the stand-in rpm repositories.
+- rocky_python.py: the rocky9 nodes' stand-in python3.11 rpm and the AppStream repository file they get.
 - standins/: the stand-in packages and programs (NVIDIA's names and versions, small honest payloads).
 """

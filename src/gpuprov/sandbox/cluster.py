@@ -29,6 +29,7 @@ from gpuprov.sandbox import (
     mirror,
     pytorch_image,
     registry,
+    rocky_python,
     service_images,
 )
 from gpuprov.sandbox.spec import validate_name, validate_node_count
@@ -459,6 +460,9 @@ def _create_node(
     if os_name in debian_archive.NODE_OSES:
         extra[debian_archive.NODE_SOURCE_FILE] = debian_archive.node_source().encode()
         extra[debian_archive.NODE_KEY_FILE] = (content.root / mirror.KEY_FILE).read_bytes()
+    if os_name in rocky_python.NODE_OSES:
+        extra[rocky_python.NODE_REPO_FILE] = rocky_python.node_repo().encode()
+        extra[rocky_python.NODE_KEY_FILE] = (content.root / mirror.KEY_FILE).read_bytes()
     docker.run("cp", "-a", "-", f"{name}:/", input=_node_files_tar(host_key, client, extra))
     files.host_key_pub(node).parent.mkdir(parents=True, exist_ok=True)
     files.host_key_pub(node).write_text(keys.public_key_fields(host_key.public_openssh) + "\n")

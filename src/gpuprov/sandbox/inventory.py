@@ -34,6 +34,13 @@ class InventoryContext:
     sandbox_image: str | None = None  # the PyTorch image there, by digest
 
 
+# Every node's rootfs is Debian 12's, so its interpreter is Python 3.11 whatever /etc/os-release says. The
+# ubuntu-like nodes pin it: python_env would take Ubuntu 22.04's python3 (3.10), which this rootfs lacks.
+# debian12 nodes have it as their python3, rocky9 nodes as AppStream's python3.11, both chosen by the role.
+PINNED_PYTHON = "3.11"
+PINNED_PYTHON_OSES = ("ubuntu22.04",)
+
+
 def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
     lines = [
         f"# Sandbox {ctx.sandbox!r}, written by `gpuprov sandbox up`; `gpuprov sandbox down` removes it.",
@@ -41,7 +48,8 @@ def render(nodes: list[NodeEntry], ctx: InventoryContext) -> str:
         "[gpu_nodes]",
     ]
     for node in nodes:
-        lines.append(f"{node.name} ansible_host={node.address} gpuprov_sandbox_os={node.os_name}")
+        pinned = f" python_env_python_version={PINNED_PYTHON}" if node.os_name in PINNED_PYTHON_OSES else ""
+        lines.append(f"{node.name} ansible_host={node.address} gpuprov_sandbox_os={node.os_name}{pinned}")
     lines += ["", "[gpu_nodes:vars]", *_node_vars(ctx), ""]
     if ctx.slurm and nodes:
         lines += [
@@ -89,9 +97,9 @@ def _node_vars(ctx: InventoryContext) -> list[str]:
         "network_tuning_tolerate_unsettable=true",
         "network_tuning_rdma_load_modules=false",
         "python_env_allow_cpu_torch=true",
-        # Every node's rootfs is Debian 12's (the Ubuntu and Rocky ones are stand-ins), so its Python is 3.11
-        # whatever /etc/os-release says, and the mirror's wheels are cp311.
-        "python_env_python_version=3.11",
+        # The mirror's wheel index holds cp311 wheels only: python_env keeps to 3.11 (debian12: its python3;
+        # rocky9: AppStream's python3.11, the mirror's stand-in rpm; ubuntu-like nodes: pinned above).
+        f"python_env_wheel_pythons={[PINNED_PYTHON]!r}",
         f"python_env_pytorch_index_url={ctx.mirror_url}/pypi/simple",
         f"python_env_pip_index_url={ctx.mirror_url}/pypi/simple",
         f"python_env_pip_trusted_hosts={[urllib.parse.urlsplit(ctx.mirror_url).hostname]!r}",

@@ -8,7 +8,7 @@ HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points
     cuda/repos/*/x86_64/<keyid>.pub                                   the public key, as NVIDIA's 3bf863cc.pub
     keys/gpuprov-sandbox.asc                                          the same key
     libnvidia-container/stable/{deb/amd64,rpm/x86_64}/, .../gpgkey    the container toolkit's repository
-    rocky/9/AppStream/x86_64/os/                                      stand-in podman rpm for rocky9 nodes
+    rocky/9/AppStream/x86_64/os/                                      stand-in podman, python3.11 for rocky9
     pypi/simple/, pypi/wheels/                                        PEP 503 index: CPU torch, its deps, uv
     conda/Miniforge3-*.sh                                             stand-in Miniforge installer (+ .sha256)
     debian/                                                           real Debian 12 packages (Slurm, munge),
@@ -45,7 +45,7 @@ from pathlib import Path
 
 from gpuprov import console, hosttools, lock, paths
 from gpuprov.errors import EnvironmentProblem, GpuprovError
-from gpuprov.sandbox import debian_archive, docker, rocky_podman, rpm_modules, standins
+from gpuprov.sandbox import debian_archive, docker, rocky_podman, rocky_python, rpm_modules, standins
 from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Format, Package, Pin
 from gpuprov.sandbox.standins.keyring import cuda_keyring
 
@@ -198,6 +198,7 @@ def builder_sources() -> list[tuple[str, Path]]:
         ("rpm_modules.py", Path(rpm_modules.__file__)),
         ("debian_archive.py", Path(debian_archive.__file__)),
         ("rocky_podman.py", Path(rocky_podman.__file__)),
+        ("rocky_python.py", Path(rocky_python.__file__)),
         *((f"standins/{p.relative_to(STANDINS_DIR).as_posix()}", p) for p in files),
     ]
 
@@ -773,10 +774,16 @@ def _write_debian(repo_dir: Path, downloads: Path, key: SigningKey) -> None:
 
 
 def _write_rocky_podman(repo_dir: Path, debs: Path, staging: Path, key: SigningKey) -> None:
-    """The rocky-like nodes' podman and runc (gpuprov.sandbox.rocky_podman), signed, with signed metadata."""
+    """The rocky-like nodes' podman and runc (gpuprov.sandbox.rocky_podman) and python3.11
+    (gpuprov.sandbox.rocky_python), signed, with signed metadata."""
     staging.mkdir()
     downloaded = sorted(debs.glob("*.deb"))
-    packages = (rocky_podman.podman_package(downloaded), rocky_podman.runc_package(downloaded))
+    python_debs = debian_archive.download(staging / "python-debs", (rocky_python.DEBIAN_PACKAGE,))
+    packages = (
+        rocky_podman.podman_package(downloaded),
+        rocky_podman.runc_package(downloaded),
+        rocky_python.python_package(python_debs),
+    )
     rpms = [_build_rpm(package, staging, staging) for package in packages]
     _sign_rpms(rpms, key)
     _plain_rpm_repository(repo_dir, rpms, key)

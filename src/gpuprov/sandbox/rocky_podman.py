@@ -72,6 +72,23 @@ def _package_from_debs(
     summary: str,
     extra: tuple[Link, ...],
 ) -> Package:
+    entries = {entry.path: entry for entry in debian_files(debs, names)}
+    for link in extra:
+        entries.setdefault(link.path, link)
+    epoch, version, release = evr
+    return Package(
+        format=Format.RPM,
+        name=name,
+        version=version,
+        release=release,
+        summary=summary,
+        entries=tuple(entries.values()),
+        epoch=epoch,
+    )
+
+
+def debian_files(debs: Sequence[Path], names: tuple[str, ...]) -> list[Entry]:
+    """The files and links of the .debs of `names` among `debs`, at their merged-/usr paths, without docs."""
     chosen = [d for d in debs if d.name.split("_", 1)[0] in names]
     missing = set(names) - {d.name.split("_", 1)[0] for d in chosen}
     if missing:
@@ -89,18 +106,7 @@ def _package_from_debs(
                 entries[installed] = Link(installed, str(path.readlink()))
             else:
                 entries[installed] = File(installed, path.read_bytes(), path.stat().st_mode & 0o7777)
-    for link in extra:
-        entries.setdefault(link.path, link)
-    epoch, version, release = evr
-    return Package(
-        format=Format.RPM,
-        name=name,
-        version=version,
-        release=release,
-        summary=summary,
-        entries=tuple(entries.values()),
-        epoch=epoch,
-    )
+    return list(entries.values())
 
 
 def _installed_path(path: str) -> str:

@@ -179,3 +179,38 @@ def test_os_repository_without_the_locked_cuda_is_a_host_not_ready() -> None:
         "node3", "Ubuntu 18.04", (preflight.Problem("node3", "os", "x"),), ("ubuntu", "18.04")
     )
     assert preflight.check_os_repository(refused, SANDBOX_LOCK) == refused
+
+
+def test_a_host_without_a_python_for_the_locked_pytorch_is_refused_before_anything_runs() -> None:
+    from gpuprov import hosts
+
+    lock = {"gpu_stack": {"pytorch_version": "2.13.0"}}
+    inventory = hosts.Inventory(
+        Path("inventory.ini"),
+        [
+            hosts.Host("rocky", "10.0.0.2", 22, "u", None, Path("kh"), vars=dict(lock)),
+            hosts.Host(
+                "pinned",
+                "10.0.0.3",
+                22,
+                "u",
+                None,
+                Path("kh"),
+                vars={**lock, "python_env_python_version": "3.9"},
+            ),
+        ],
+    )
+    reports = [
+        preflight.check_python(
+            preflight.HostReport(name, "Rocky Linux 9.4", (), ("rocky", "9.4")), inventory, {}
+        )
+        for name in ("rocky", "pinned")
+    ]
+    assert reports[0].problems == ()
+    (problem,) = reports[1].problems
+    assert (problem.host, problem.check) == ("pinned", "python_env")
+    assert "would fit: 3.12 (python3.12), 3.11 (python3.11)" in problem.message
+    assert preflight.exit_code(reports, []) == ExitCode.PREFLIGHT_FAILED
+    # -e wins over the inventory, as for Ansible.
+    fixed = preflight.HostReport("pinned", "Rocky Linux 9.4", (), ("rocky", "9.4"))
+    assert preflight.check_python(fixed, inventory, {"python_env_python_version": "3.11"}).problems == ()

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-from gpuprov import resources
+from tests.unit.roles.plugins import role_plugin
 
 RECORDED = Path(__file__).resolve().parents[2] / "recorded" / "horovod"
-PLUGIN = resources.data_dir("roles") / "python_env" / "filter_plugins" / "horovod_build.py"
 
 
 def _plugin() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("horovod_build", PLUGIN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return role_plugin("python_env", "horovod_build.py")
 
 
 def test_a_real_cpu_build_with_mpi_and_gloo() -> None:
