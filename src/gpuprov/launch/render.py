@@ -67,6 +67,8 @@ class HostCommand:
     env: dict[str, str] = field(default_factory=dict)
     # Every host of the job in node-rank order: (its address, its process count); mpirun's hostfile.
     peers: tuple[tuple[str, int], ...] = ()
+    # The address its traffic to the peers leaves from (preflight's probe.py route); torchrun's --local-addr.
+    local_addr: str | None = None
 
     @property
     def backend_hint(self) -> str:

@@ -11,13 +11,16 @@ from gpuprov import hosts
 from gpuprov.errors import BadInput
 from gpuprov.launch import options, plan, preflight, render, sbatch
 from gpuprov.launch.launchers.torchrun import Torchrun
+from tests.unit.launch.test_interfaces import route
 
 TORCHRUN = Torchrun()
 
 
 def _check(name: str, gpus: int, nproc: int, **vars: str) -> preflight.HostCheck:
     host = hosts.Host(name, f"10.0.0.{name[-1]}", 22, "u", None, Path("/k"), vars=dict(vars))
-    return preflight.HostCheck(host, python="/opt/gpuprov/envs/train/bin/python", gpus=gpus, nproc=nproc)
+    check = preflight.HostCheck(host, python="/opt/gpuprov/envs/train/bin/python", gpus=gpus, nproc=nproc)
+    check.route = route(source=host.address, interfaces=["lo", "eth0", "ib0"])
+    return check
 
 
 def _commands(rdzv: str = "static", **opt_kwargs: object) -> dict[str, render.HostCommand]:
