@@ -140,3 +140,14 @@ def test_sbatch_fixed_nproc(tmp_path: Path) -> None:
     opts = options.build(script=str(script), nodes=2, nproc="2", emit_sbatch=str(tmp_path / "s.sh"))
     text = sbatch.build(opts, [])
     assert "#SBATCH --nodes=2" in text and "--nproc-per-node 2 " in text
+
+
+@pytest.mark.parametrize("rdzv", ["static", "c10d"])
+def test_c10d_publishes_the_address_the_peers_reach_each_host_on(rdzv: str) -> None:
+    """torchrun's c10d rendezvous publishes --local-addr, else the FQDN (127.0.1.1 on a stock Debian/Ubuntu
+    host); static rendezvous uses --master-addr alone."""
+    commands = _commands(rdzv=rdzv)
+    for name in ("node1", "node2"):
+        text = TORCHRUN.host_script(commands[name], None)
+        assert (f"--local-addr 10.0.0.{name[-1]} " in text) == (rdzv == "c10d")
+        assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
