@@ -20,9 +20,10 @@ from __future__ import annotations
 import ipaddress
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpuprov import hosts
-from gpuprov.launch.preflight import INPUT, NOT_READY, Problem
+from gpuprov.launch.preflight import INPUT, NOT_READY, HostCheck, Problem
 
 ROUTE_ANSWER = "route "  # probe.py route's line: `route JSON`
 
@@ -144,3 +145,28 @@ def problems(host: hosts.Host, route: Route | None, multi_host: bool) -> list[Pr
             "cluster address in /etc/hosts",
         )
     ]
+
+
+def template_problems(checks: list[HostCheck], templates: dict[str, Path | None]) -> list[Problem]:
+    """A user's template that leaves out the job's environment (`env`: GLOO_SOCKET_IFNAME among it) on a
+    host whose hostname resolves to loopback: gloo there would bind to it."""
+    from gpuprov.launch import render
+
+    if len(checks) < 2:
+        return []
+    found = []
+    for check in checks:
+        template, route = templates.get(check.host.name), check.route
+        if template is None or route is None or not route.hostname_is_loopback:
+            continue
+        if "env" not in render.variables(template):
+            found.append(
+                Problem(
+                    NOT_READY,
+                    f"{check.host.name}: the template {template} does not export the job's environment "
+                    f"(`env`), and the hostname {route.hostname} resolves to loopback (/etc/hosts: "
+                    f"`{route.hosts_line}`), so gloo would bind there; export `env` in the template as "
+                    "gpuprov's own does (templates/torchrun.sh.j2), or set GLOO_SOCKET_IFNAME in it",
+                )
+            )
+    return found

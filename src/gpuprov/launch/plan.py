@@ -135,6 +135,10 @@ def plan(opts: LaunchOptions) -> Plan:
         if len(exc.problems) > 1:
             _problem_table(exc.problems, [h.name for h in selected])
         raise
+    template_problems = interfaces.template_problems(checks.checks, templates)
+    if template_problems:
+        checks.close()
+        raise preflight.PreflightFailed(template_problems)
     job_id = jobs.new_id()
     try:
         commands = build_commands(

@@ -114,3 +114,18 @@ def test_anything_but_a_route_line_is_no_route() -> None:
     assert interfaces.parse("ok", "10.0.0.1") is None
     assert interfaces.parse("route {not json", "10.0.0.1") is None
     assert interfaces.parse('route {"source": "10.0.0.2"}', "10.0.0.1") is None  # no hostname
+
+
+def test_a_template_without_the_jobs_environment_on_a_loopback_hostname(tmp_path: Path) -> None:
+    bare = tmp_path / "bare.sh.j2"
+    bare.write_text("exec torchrun --nnodes {{ nnodes }} {{ script | q }}\n")
+    exporting = tmp_path / "env.sh.j2"
+    exporting.write_text("{% for k, v in env.items() %}export {{ k }}={{ v | q }}\n{% endfor %}\n")
+    checks = [preflight.HostCheck(host(), route=route()), preflight.HostCheck(host(), route=route())]
+    checks[0].host = hosts.Host("node1", "10.0.0.1", 22, "u", None, Path("/k"))
+    [problem] = interfaces.template_problems(checks, {"node1": bare, "node2": exporting})
+    assert problem.text.startswith(f"node1: the template {bare} does not export the job's environment")
+    assert interfaces.template_problems(checks, {"node1": exporting, "node2": None}) == []
+    assert interfaces.template_problems(checks[:1], {"node1": bare}) == []
+    named = [preflight.HostCheck(host(), route=route(HOST_127, resolves=["10.0.0.2"]))] * 2
+    assert interfaces.template_problems(named, {"node2": bare}) == []
