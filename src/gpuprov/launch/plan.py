@@ -14,6 +14,7 @@ from gpuprov.launch import (
     environments,
     image_delivery,
     image_lock,
+    interfaces,
     jobs,
     launchers,
     options,
@@ -42,16 +43,16 @@ class Plan:
 
 
 def host_env(
-    host: hosts.Host, user_env: dict[str, str], job_id: str, gpus: int, launcher: Launcher
+    host: hosts.Host,
+    user_env: dict[str, str],
+    job_id: str,
+    gpus: int,
+    launcher: Launcher,
+    route: interfaces.Route | None = None,
 ) -> dict[str, str]:
-    """The job's environment on one host: its NIC choice, the user's --env, gpuprov's, the launcher's."""
-    env: dict[str, str] = {}
-    nccl_if = host.vars.get("nccl_socket_ifname") or host.vars.get("gpuprov_nccl_socket_ifname")
-    gloo_if = host.vars.get("gloo_socket_ifname") or host.vars.get("gpuprov_gloo_socket_ifname") or nccl_if
-    if nccl_if:
-        env["NCCL_SOCKET_IFNAME"] = str(nccl_if)
-    if gloo_if:
-        env["GLOO_SOCKET_IFNAME"] = str(gloo_if)
+    """The job's environment on one host: its NIC choice (the user's, else the interface toward its peers
+    that preflight found: route), the user's --env, gpuprov's, the launcher's."""
+    env = interfaces.socket_env(host, route)
     env.update(user_env)
     env["PYTHONUNBUFFERED"] = env.get("PYTHONUNBUFFERED", "1")
     env["GPUPROV_JOB_ID"] = job_id
@@ -91,8 +92,9 @@ def build_commands(
             master_port=master_port,
             rdzv=opts.rdzv,
             max_restarts=opts.max_restarts,
-            env=host_env(check.host, opts.env, job_id, check.gpus, launcher),
+            env=host_env(check.host, opts.env, job_id, check.gpus, launcher, check.route),
             peers=peers,
+            local_addr=interfaces.local_addr(check.route),
         )
         for rank, check in enumerate(checks)
     }
@@ -133,6 +135,10 @@ def plan(opts: LaunchOptions) -> Plan:
         if len(exc.problems) > 1:
             _problem_table(exc.problems, [h.name for h in selected])
         raise
+    template_problems = interfaces.template_problems(checks.checks, templates)
+    if template_problems:
+        checks.close()
+        raise preflight.PreflightFailed(template_problems)
     job_id = jobs.new_id()
     try:
         commands = build_commands(

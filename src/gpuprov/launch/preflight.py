@@ -8,7 +8,9 @@ hosts in Python is probe.py. Problems are counted by kind, and the worst decides
 
 Round trips: one command per host (the environment's host check). Its channel stays open to the end of
 preflight: on it the master then binds the port and every other host connects to it (they need the port
-the master found free), while a first `import torch` runs. The SSH connections stay open for the push and
+the master found free), while a first `import torch` runs; each host also says there which interface and
+address carry its traffic to the master (the master: to the first worker), for gloo and the rendezvous
+(gpuprov.launch.interfaces). The SSH connections stay open for the push and
 the start.
 """
 
@@ -25,6 +27,7 @@ from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Npro
 
 if TYPE_CHECKING:
     from gpuprov.launch.environments import Environment
+    from gpuprov.launch.interfaces import Route
     from gpuprov.launch.launchers import Launcher
 
 REACH_TIMEOUT_S = 5.0
@@ -68,6 +71,8 @@ class HostCheck:
     # kept by Sections as they go by (launcher.check_command, launcher.problems).
     launcher_command: str = ""
     launcher_answers: dict[str, tuple[list[str], int | None]] = field(default_factory=dict)
+    # Its interface and address toward its peers (probe.py route, asked on its check's channel).
+    route: Route | None = None
 
 
 @dataclass
@@ -137,6 +142,7 @@ def run(
             port, reach_problems = _master_port_and_reach(checks, master_addr, master_port)
             result.master_port = port
             problems += reach_problems
+            problems += _interface_problems(checks)
         ssh.values(ssh.fan_out(checks, env.finish_check))
         problems = [p for c in checks for p in c.problems] + problems
         problems += env.disagreements([c for c in checks if c.torch is not None])
@@ -265,6 +271,25 @@ def gpu_count(smi: ssh.Result) -> int:
     return len([line for line in smi.stdout.splitlines() if line.strip()])
 
 
+def _ask_route(check: HostCheck, toward: str) -> None:
+    """The host's interface and address toward a peer (probe.py route) into check.route; left None when
+    the host cannot say (its check's other answers report a broken session)."""
+    from gpuprov.launch import interfaces
+
+    assert check.answers is not None
+    try:
+        line = check.answers.ask(f"route {toward}", (interfaces.ROUTE_ANSWER,))
+    except ssh.SessionLost:
+        return
+    check.route = interfaces.parse(line or "", toward)
+
+
+def _interface_problems(checks: list[HostCheck]) -> list[Problem]:
+    from gpuprov.launch import interfaces
+
+    return [p for c in checks for p in interfaces.problems(c.host, c.route, len(checks) > 1)]
+
+
 def _master_listens(master: HostCheck, given_port: int | None, workers: int) -> tuple[int, list[Problem]]:
     """The master's rendezvous port, listening for `workers` test connections (0 and why not)."""
     assert master.answers is not None
@@ -301,6 +326,8 @@ def _master_port_and_reach(
     master = checks[0]
     assert master.answers is not None
     workers = [c for c in checks[1:] if c.answers is not None and c.torch is not None]
+    if workers:  # toward the first worker: the master's side of the job's connections
+        _ask_route(master, workers[0].host.address)
     port, problems = _master_listens(master, given_port, len(workers))
     if problems:
         return 0, problems
@@ -320,6 +347,8 @@ def _master_port_and_reach(
             answer = f"error SSH failed ({ssh.reason(exc.cause)})"
         with lock:
             answers[probe] = answer.removeprefix("error ")
+        if answer == "ok":
+            _ask_route(check, master_addr)
 
     ssh.values(ssh.fan_out(workers, reach))
     received = set()

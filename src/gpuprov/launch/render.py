@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
+import jinja2.meta
 import jinja2.sandbox
 
 from gpuprov import resources
@@ -67,6 +68,8 @@ class HostCommand:
     env: dict[str, str] = field(default_factory=dict)
     # Every host of the job in node-rank order: (its address, its process count); mpirun's hostfile.
     peers: tuple[tuple[str, int], ...] = ()
+    # The address its traffic to the peers leaves from (preflight's probe.py route); torchrun's --local-addr.
+    local_addr: str | None = None
 
     @property
     def backend_hint(self) -> str:
@@ -105,6 +108,12 @@ def load(path: Path | None, default_name: str = "", label: str | None = None) ->
         raise _not_text(path, exc, label) from None
     except (jinja2.TemplateNotFound, OSError):
         raise BadInput(f"{label} does not exist or cannot be read") from None
+
+
+def variables(path: Path) -> set[str]:
+    """The variables a user's template reads (its own file; what it includes is not followed)."""
+    env = _environment(path.parent)
+    return set(jinja2.meta.find_undeclared_variables(env.parse(path.read_text())))
 
 
 def _template_line(exc: BaseException, template: jinja2.Template) -> int | None:

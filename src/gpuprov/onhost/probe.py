@@ -12,21 +12,27 @@ Each command prints its answer on stdout:
                                                    import runs in a thread when it is needed (see check())
     probe.py listen FIRST COUNT EXPECTED TIMEOUT   `port N` (or `busy`), then `got TOKEN` per connection
     probe.py connect ADDRESS PORT TOKEN TIMEOUT    `ok`, or `error WHY`
+    probe.py route ADDRESS                         `route JSON`: the local address and interface that carry
+                                                   traffic to ADDRESS, what the hostname resolves to
 
 `look` takes milliseconds, so a missing env or torch is reported at once; `import` (seconds) has the last
 word and runs meanwhile, unless this env imported torch before and has not changed since (env_state).
 `check` is what preflight runs: all of them on one channel per host.
 """
 
+import fcntl
 import hashlib
 import importlib.util
+import ipaddress
 import json
 import os
+import socket
+import struct
 import sys
 import sysconfig
 import threading
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from gpuprov.onhost.sockets import accept_tokens, bind_first, send_token
 
@@ -139,6 +145,79 @@ def connect(address: str, port: int, token: str, timeout: float) -> None:
     _say(answer if answer == "ok" else f"error {answer}")
 
 
+SIOCGIFADDR = 0x8915  # linux/sockios.h: an interface's (primary) IPv4 address
+IF_INET6 = "/proc/net/if_inet6"  # every IPv6 address of the host and its interface (proc(5))
+HOSTS = "/etc/hosts"
+
+
+def ipv6_interfaces(text: str) -> Dict[str, str]:
+    """/proc/net/if_inet6's addresses (32 hex digits, then index, prefix, scope, flags, name) -> interface."""
+    found = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 6 and len(fields[0]) == 32:
+            found[str(ipaddress.IPv6Address(int(fields[0], 16)))] = fields[5]
+    return found
+
+
+def ipv4_address(name: str) -> Optional[str]:
+    """An interface's IPv4 address (the kernel's SIOCGIFADDR answer; None without one)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            answer = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+        except OSError:
+            return None
+    return socket.inet_ntoa(answer[20:24])
+
+
+def interface_of(address: str, names: List[str]) -> Optional[str]:
+    """The interface that holds a local address (IPv4: each interface's address; IPv6: if_inet6)."""
+    if ":" in address:
+        try:
+            with open(IF_INET6) as f:
+                return ipv6_interfaces(f.read()).get(str(ipaddress.IPv6Address(address.split("%")[0])))
+        except (OSError, ValueError):
+            return None
+    return next((name for name in names if ipv4_address(name) == address), None)
+
+
+def hosts_line(text: str, hostname: str) -> Optional[str]:
+    """The first /etc/hosts line that names hostname (the one the resolver answers from), comments cut."""
+    for line in text.splitlines():
+        fields = line.split("#", 1)[0].split()
+        if len(fields) > 1 and hostname in fields[1:]:
+            return " ".join(fields)
+    return None
+
+
+def route(address: str) -> Dict[str, object]:
+    """Which local address and interface carry traffic to address (a UDP socket's connect picks the
+    route and sends nothing), the host's interfaces, and what its hostname resolves to, in order (gloo
+    without GLOO_SOCKET_IFNAME binds to the first of these it can: ProcessGroupGloo createDefaultDevice)."""
+    names = [name for _, name in socket.if_nameindex()]
+    info: Dict[str, object] = {"interfaces": names, "hostname": socket.gethostname()}
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(address, 9, 0, socket.SOCK_DGRAM)[0]
+        with socket.socket(family, kind, proto) as s:
+            s.connect(sockaddr)
+            source = str(s.getsockname()[0])
+        info["source"] = source
+        info["ifname"] = interface_of(source, names)
+    except OSError as exc:
+        info["error"] = f"{type(exc).__name__}: {exc}"
+    try:
+        found = socket.getaddrinfo(str(info["hostname"]), None, 0, socket.SOCK_STREAM)
+        info["resolves"] = list(dict.fromkeys(str(ai[4][0]) for ai in found))
+    except OSError:
+        info["resolves"] = []
+    try:
+        with open(HOSTS) as f:
+            info["hosts_line"] = hosts_line(f.read(), str(info["hostname"]))
+    except OSError:
+        info["hosts_line"] = None
+    return info
+
+
 _output = threading.Lock()
 
 
@@ -151,8 +230,8 @@ def _say(line: str) -> None:
 
 def check() -> None:
     """look's line at once; then, while a needed `import torch` runs in a thread (its line `import JSON`
-    when done), the `listen ...` or `connect ...` commands read from stdin (listen ends with `listened`),
-    until end of input. An env without a usable torch ends after look's line."""
+    when done), the `listen ...`, `connect ...` or `route ...` commands read from stdin (listen ends with
+    `listened`), until end of input. An env without a usable torch ends after look's line."""
     found = look()
     _say(json.dumps(found))
     if "error" in found:
@@ -168,6 +247,8 @@ def check() -> None:
             _say("listened")
         elif words[:1] == ["connect"] and len(words) == 5:
             connect(words[1], int(words[2]), words[3], float(words[4]))
+        elif words[:1] == ["route"] and len(words) == 2:
+            _say("route " + json.dumps(route(words[1])))
     if importing is not None:
         importing.join()
 
@@ -184,6 +265,8 @@ def main(argv: List[str]) -> int:
         listen(int(args[0]), int(args[1]), int(args[2]), float(args[3]))
     elif command == "connect" and len(args) == 4:
         connect(args[0], int(args[1]), args[2], float(args[3]))
+    elif command == "route" and len(args) == 1:
+        print(json.dumps(route(args[0])), flush=True)
     else:
         sys.stderr.write(__doc__ or "")
         return 2

@@ -23,6 +23,7 @@ from gpuprov.errors import BadInput, Conflict, GpuprovError
 from gpuprov.sandbox import (
     debian_archive,
     docker,
+    etc_hosts,
     images,
     inventory,
     keys,
@@ -337,6 +338,7 @@ def _bring_up(
         if not node.running:
             console.step(f"Starting stopped node {node.name}")
             docker.run("start", node.container)
+            etc_hosts.write(node.container, node.os_name, node.name)
         _authorize(node.container, client)
 
     all_nodes = existing_nodes(sandbox)
@@ -467,6 +469,7 @@ def _create_node(
     files.host_key_pub(node).parent.mkdir(parents=True, exist_ok=True)
     files.host_key_pub(node).write_text(keys.public_key_fields(host_key.public_openssh) + "\n")
     docker.run("start", name)
+    etc_hosts.write(name, os_name, node)
 
 
 def _node_files_tar(

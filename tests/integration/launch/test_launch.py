@@ -177,6 +177,26 @@ def test_detach_logs_stop_and_a_second_job_survives_teardown(launch_sandbox: San
     assert any(line.startswith(job_a) and "stopped" in line for line in listed.splitlines())
 
 
+def test_stock_etc_hosts_c10d_training_binds_gloo_to_the_interface_toward_the_peers(
+    launch_sandbox: Sandbox,
+) -> None:
+    """Issue 30, item 1: the nodes' hostnames resolve to 127.0.1.1 as on a stock Debian/Ubuntu install
+    (gpuprov.sandbox.etc_hosts); gloo gets the interface toward the peers and c10d the address on it."""
+    for node in ("node1", "node2"):
+        resolved = docker_exec(container(launch_sandbox, node), "getent", "hosts", node).stdout.split()
+        assert resolved[:2] == ["127.0.1.1", node], resolved
+    dry = gp(launch_sandbox, "launch", "--nodes", "2", "--rdzv", "c10d", "--dry-run", EXAMPLE)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.count("export GLOO_SOCKET_IFNAME=eth0") == 2, dry.stdout
+    for line in Path(launch_sandbox.inventory).read_text().splitlines():
+        if line.startswith(("node1 ", "node2 ")):  # each node's address is its own --local-addr
+            address = line.split("ansible_host=")[1].split()[0]
+            assert f"--local-addr {address} " in dry.stdout, dry.stdout
+    run = gp(launch_sandbox, "launch", "--nodes", "2", "--rdzv", "c10d", EXAMPLE, "--", "--epochs", "1")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "all-reduce agreement OK: world 2, sum of ranks 1 (expected 1)" in run.stdout
+
+
 def test_dry_run_prints_commands_and_starts_nothing(launch_sandbox: Sandbox) -> None:
     before = _remote_job_dirs(launch_sandbox)
     proc = gp(

@@ -19,6 +19,7 @@ from gpuprov.launch import options, plan, preflight, render, sbatch, stream
 from gpuprov.launch.launchers import mpirun
 from gpuprov.launch.launchers.mpirun import Mpirun
 from gpuprov.onhost import mpirun_standby
+from tests.unit.launch.test_interfaces import route
 
 MPIRUN = Mpirun()
 JOB = "20250101-000000-abcd"
@@ -34,7 +35,7 @@ def _commands(**opt_kwargs: object) -> dict[str, render.HostCommand]:
         host = hosts.Host(
             name, f"10.0.0.{name[-1]}", 22, "u", None, Path("/k"), vars={"nccl_socket_ifname": "eth0"}
         )
-        checks.append(preflight.HostCheck(host, python=PY, gpus=2, nproc=2))
+        checks.append(preflight.HostCheck(host, python=PY, gpus=2, nproc=2, route=route(source=host.address)))
     return plan.build_commands(JOB, opts, checks, "10.0.0.1", 29501, "sub/x.py", MPIRUN)
 
 

@@ -11,13 +11,16 @@ from gpuprov import hosts
 from gpuprov.errors import BadInput
 from gpuprov.launch import options, plan, preflight, render, sbatch
 from gpuprov.launch.launchers.torchrun import Torchrun
+from tests.unit.launch.test_interfaces import route
 
 TORCHRUN = Torchrun()
 
 
 def _check(name: str, gpus: int, nproc: int, **vars: str) -> preflight.HostCheck:
     host = hosts.Host(name, f"10.0.0.{name[-1]}", 22, "u", None, Path("/k"), vars=dict(vars))
-    return preflight.HostCheck(host, python="/opt/gpuprov/envs/train/bin/python", gpus=gpus, nproc=nproc)
+    check = preflight.HostCheck(host, python="/opt/gpuprov/envs/train/bin/python", gpus=gpus, nproc=nproc)
+    check.route = route(source=host.address, interfaces=["lo", "eth0", "ib0"])
+    return check
 
 
 def _commands(rdzv: str = "static", **opt_kwargs: object) -> dict[str, render.HostCommand]:
@@ -137,3 +140,14 @@ def test_sbatch_fixed_nproc(tmp_path: Path) -> None:
     opts = options.build(script=str(script), nodes=2, nproc="2", emit_sbatch=str(tmp_path / "s.sh"))
     text = sbatch.build(opts, [])
     assert "#SBATCH --nodes=2" in text and "--nproc-per-node 2 " in text
+
+
+@pytest.mark.parametrize("rdzv", ["static", "c10d"])
+def test_c10d_publishes_the_address_the_peers_reach_each_host_on(rdzv: str) -> None:
+    """torchrun's c10d rendezvous publishes --local-addr, else the FQDN (127.0.1.1 on a stock Debian/Ubuntu
+    host); static rendezvous uses --master-addr alone."""
+    commands = _commands(rdzv=rdzv)
+    for name in ("node1", "node2"):
+        text = TORCHRUN.host_script(commands[name], None)
+        assert (f"--local-addr 10.0.0.{name[-1]} " in text) == (rdzv == "c10d")
+        assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0

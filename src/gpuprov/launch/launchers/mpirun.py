@@ -45,7 +45,6 @@ UNRESOLVED = 68  # a peer section's status where the first host cannot resolve t
 # `mpirun --version` of Open MPI prints "mpirun (Open MPI) 4.1.4" first, `mpirun.openmpi --version`
 # "mpirun.openmpi (OpenRTE) 4.1.4" (tests/recorded/mpirun/): the name is argv[0]'s.
 _OPEN_MPI = re.compile(r"^\S+ \((?:Open MPI|OpenRTE)\) (\S+)\s*$")
-_IFNAME_VARS = ("nccl_socket_ifname", "gpuprov_nccl_socket_ifname", "gloo_socket_ifname")
 SSH_OPTIONS = "-o BatchMode=yes -o ConnectTimeout=5"
 # The mpirun the mpi role installs (roles/mpi/vars/Debian.yml, RedHat.yml), in the order tried; shell words
 # (no quoting). templates/mpirun.sh.j2 tries the same ones (tests/unit/launch/test_mpirun_render.py).
@@ -193,7 +192,7 @@ def _disagreements(checks: list[HostCheck]) -> list[Problem]:
     fixes = (
         ("home directories", {c.host.name: _home(c) for c in checks}),
         ("Python envs", {c.host.name: c.python for c in checks if c.python}),
-        ("socket interfaces", {c.host.name: _ifnames(c.host) for c in checks}),
+        ("socket interfaces", {c.host.name: _ifnames(c) for c in checks}),
     )
     for label, values in fixes:
         odd = _odd_ones(values)
@@ -214,8 +213,13 @@ def _home(check: HostCheck) -> str:
     return lines[0].strip() if lines else "?"
 
 
-def _ifnames(host: hosts.Host) -> str:
-    return ",".join(f"{v}={host.vars[v]}" for v in _IFNAME_VARS if host.vars.get(v)) or "none set"
+def _ifnames(check: HostCheck) -> str:
+    """The host's NCCL/gloo interface variables as its job environment gets them (the user's, else the
+    interface toward its peers that preflight found): mpirun's -x gives every rank the first host's."""
+    from gpuprov.launch import interfaces
+
+    env = interfaces.socket_env(check.host, check.route)
+    return ",".join(f"{name}={value}" for name, value in sorted(env.items())) or "none set"
 
 
 def _peer_problems(checks: list[HostCheck]) -> list[Problem]:
