@@ -8,7 +8,10 @@ HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points
     cuda/repos/*/x86_64/<keyid>.pub                                   the public key, as NVIDIA's 3bf863cc.pub
     keys/gpuprov-sandbox.asc                                          the same key
     libnvidia-container/stable/{deb/amd64,rpm/x86_64}/, .../gpgkey    the container toolkit's repository
-    rocky/9/AppStream/x86_64/os/                                      stand-in podman rpm for rocky9 nodes
+    rocky/9/AppStream/x86_64/os/                                      rocky9 nodes' stand-in rpms: podman,
+                                                                      runc, openmpi, environment-modules
+    ubuntu/jammy/                                                     Debian's Open MPI under Ubuntu 22.04's
+                                                                      versions, for ubuntu22.04 nodes
     pypi/simple/, pypi/wheels/                                        PEP 503 index: CPU torch, its deps, uv
     conda/Miniforge3-*.sh                                             stand-in Miniforge installer (+ .sha256)
     debian/                                                           real Debian 12 packages (Slurm, munge),
@@ -45,7 +48,15 @@ from pathlib import Path
 
 from gpuprov import console, hosttools, lock, paths
 from gpuprov.errors import EnvironmentProblem, GpuprovError
-from gpuprov.sandbox import debian_archive, docker, rocky_podman, rpm_modules, standins
+from gpuprov.sandbox import (
+    debian_archive,
+    docker,
+    rocky_openmpi,
+    rocky_podman,
+    rpm_modules,
+    standins,
+    ubuntu_openmpi,
+)
 from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Format, Package, Pin
 from gpuprov.sandbox.standins.keyring import cuda_keyring
 
@@ -190,14 +201,16 @@ def content_hash(
 
 
 def builder_sources() -> list[tuple[str, Path]]:
-    """This module, rpm_modules, debian_archive, rocky_podman and every file of the stand-ins package (its
-    modules, the programs they install)."""
+    """This module, rpm_modules, debian_archive, rocky_podman, rocky_openmpi, ubuntu_openmpi and every file
+    of the stand-ins package (its modules, the programs they install)."""
     files = sorted(p for p in STANDINS_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     return [
         ("mirror.py", Path(__file__)),
         ("rpm_modules.py", Path(rpm_modules.__file__)),
         ("debian_archive.py", Path(debian_archive.__file__)),
         ("rocky_podman.py", Path(rocky_podman.__file__)),
+        ("rocky_openmpi.py", Path(rocky_openmpi.__file__)),
+        ("ubuntu_openmpi.py", Path(ubuntu_openmpi.__file__)),
         *((f"standins/{p.relative_to(STANDINS_DIR).as_posix()}", p) for p in files),
     ]
 
@@ -245,7 +258,9 @@ def _build(
             _build_repositories(catalogue, repositories, work / "staging", out, key)
             _write_conda(out / "conda")
             _write_debian(out / debian_archive.REPO_DIR, work / "debian-debs", key)
-            _write_rocky_podman(out / rocky_podman.REPO_DIR, work / "debian-debs", work / "rocky-podman", key)
+            debs = work / "debian-debs"
+            _write_rocky_appstream(out / rocky_podman.REPO_DIR, debs, work / "rocky-rpms", key)
+            _write_ubuntu_openmpi(out / ubuntu_openmpi.REPO_DIR, debs, work / "ubuntu-debs", key)
             if download is not None:
                 _write_pypi(out / "pypi", download.result())
         shutil.rmtree(work / "staging")
@@ -772,14 +787,27 @@ def _write_debian(repo_dir: Path, downloads: Path, key: SigningKey) -> None:
     _apt_repository(repo_dir, debian_archive.SUITE, debs, key, origin)
 
 
-def _write_rocky_podman(repo_dir: Path, debs: Path, staging: Path, key: SigningKey) -> None:
-    """The rocky-like nodes' podman and runc (gpuprov.sandbox.rocky_podman), signed, with signed metadata."""
+def _write_rocky_appstream(repo_dir: Path, debs: Path, staging: Path, key: SigningKey) -> None:
+    """The rocky-like nodes' stand-in rpms, signed, with signed metadata: podman and runc
+    (gpuprov.sandbox.rocky_podman), openmpi and environment-modules (gpuprov.sandbox.rocky_openmpi)."""
     staging.mkdir()
     downloaded = sorted(debs.glob("*.deb"))
-    packages = (rocky_podman.podman_package(downloaded), rocky_podman.runc_package(downloaded))
+    packages = (
+        rocky_podman.podman_package(downloaded),
+        rocky_podman.runc_package(downloaded),
+        rocky_openmpi.openmpi_package(downloaded),
+        rocky_openmpi.environment_modules_package(downloaded),
+    )
     rpms = [_build_rpm(package, staging, staging) for package in packages]
     _sign_rpms(rpms, key)
     _plain_rpm_repository(repo_dir, rpms, key)
+
+
+def _write_ubuntu_openmpi(repo_dir: Path, debs: Path, staging: Path, key: SigningKey) -> None:
+    """Debian's Open MPI under Ubuntu 22.04's versions (gpuprov.sandbox.ubuntu_openmpi), a signed flat
+    repository whose Release names Ubuntu as its origin."""
+    rebuilt = ubuntu_openmpi.reversioned(sorted(debs.glob("*.deb")), staging)
+    _apt_repository(repo_dir, ubuntu_openmpi.SUITE, rebuilt, key, ubuntu_openmpi.ORIGIN)
 
 
 def _plain_rpm_repository(repo_dir: Path, rpms: Sequence[Path], key: SigningKey) -> None:
