@@ -552,7 +552,7 @@ def deb_control(package: Package, installed_kib: int) -> str:
         "Depends": ", ".join(
             " | ".join(_pin(p, Format.DEB) for p in alternatives) for alternatives in package.depends
         ),
-        "Provides": ", ".join([*(f"{p.name} (= {p.evr})" for p in package.provides), *group]),
+        "Provides": ", ".join([*(_pin(p, Format.DEB) for p in package.provides), *group]),
         "Conflicts": ", ".join([*package.conflicts, *group]),
         "Replaces": package.exclusive_group,
         "Section": "multiverse/devel",
@@ -634,7 +634,7 @@ def rpm_spec(package: Package, tree: Path) -> str:
     }
     lines = [f"{tag}: {value}" for tag, value in header.items() if value]
     lines += [f"Requires: {_pin(p, Format.RPM)}" for (p,) in package.depends]
-    lines += [f"Provides: {p.name} = {p.evr}" for p in package.provides]
+    lines += [f"Provides: {_pin(p, Format.RPM)}" for p in package.provides]
     lines += [f"Conflicts: {name}" for name in package.conflicts]
     lines += ["", "%description", _long_description(package)]
     lines += ["", "%install", f"cp -a '{tree}/.' '%{{buildroot}}/'"]

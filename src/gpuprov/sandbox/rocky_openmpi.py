@@ -50,6 +50,12 @@ OPENMPI_ADDS: tuple[str, ...] = (
     "libhwloc-plugins", "libmunge2", "libpmix2", "libucx0",
 )  # fmt: skip
 MODULES_ADDS: tuple[str, ...] = ("environment-modules", "tcl8.6", "libtcl8.6")
+# What libpsm-infinipath1's postinst makes with update-alternatives (maintainer scripts do not run here); Open
+# MPI's psm and ofi components load it. openmpi-bin's own alternatives (/usr/bin/mpirun ...) are left out: EL
+# puts nothing on PATH.
+_ALTERNATIVES = (
+    Link("/usr/lib/x86_64-linux-gnu/libpsm_infinipath.so.1", "/usr/lib/libpsm1/libpsm_infinipath.so.1.16"),
+)
 # The packages' files the mirror needs from Debian's archive (gpuprov.sandbox.debian_archive downloads them).
 DEBIAN_PACKAGES = ("environment-modules",)
 
@@ -94,7 +100,8 @@ MODULESPATH_TEXT = "/usr/share/Modules/modulefiles\n/etc/modulefiles\n/usr/share
 def openmpi_package(debs: Sequence[Path]) -> Package:
     """The stand-in `openmpi` rpm: Debian's Open MPI and libraries, with EL's bin/, sysconfdir and module."""
     summary = "Rocky 9's openmpi name and version carrying Debian 12's Open MPI 4.1.4 and its libraries"
-    package = package_from_debs(debs, OPENMPI_ADDS, "openmpi", (EPOCH, VERSION, RELEASE), summary, ())
+    evr = (EPOCH, VERSION, RELEASE)
+    package = package_from_debs(debs, OPENMPI_ADDS, "openmpi", evr, summary, _ALTERNATIVES)
     return dataclasses.replace(
         package,
         entries=_el_layout(package.entries),

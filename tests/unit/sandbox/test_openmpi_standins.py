@@ -59,6 +59,8 @@ def test_the_openmpi_rpm_has_els_layout_over_debians_files(tmp_path: Path) -> No
         "/usr/lib64/openmpi/bin/mpirun", "/usr/bin/orterun"
     )
     assert "/usr/lib64/openmpi/bin/orted" in entries
+    # The link libpsm-infinipath1's postinst would make (its components load it).
+    assert isinstance(entries["/usr/lib/x86_64-linux-gnu/libpsm_infinipath.so.1"], Link)
     assert not any(p.startswith("/usr/share/doc/") for p in entries)
     assert [p.name for (p,) in package.depends] == ["environment(modules)"]
     assert [p.name for p in package.provides] == ["mpi"]
