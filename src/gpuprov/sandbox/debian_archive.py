@@ -15,6 +15,8 @@ Recorded facts (Debian bookworm, https://packages.debian.org/bookworm/slurmd and
 - openmpi-bin and libopenmpi3 4.1.4-3+b1 and openmpi-common 4.1.4-3 are bookworm's (bookworm/main,
   `apt-cache policy`, 2026-11-26); openmpi-bin depends on libopenmpi3, openmpi-common and
   openssh-client | ssh-client.
+- environment-modules 5.2.0-1 is bookworm's (bookworm/main, `apt-cache policy`, 2026-11-26); it depends on
+  tcl8.6 and libtcl8.6.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ PACKAGES: tuple[str, ...] = (
     # Debian's podman only recommends and its --init needs (/usr/libexec/podman/catatonit).
     "docker.io", "podman", "runc", "catatonit",
     *OPENMPI_PACKAGES,
+    # The rocky-like nodes' stand-in environment-modules rpm carries Debian's (gpuprov.sandbox.rocky_openmpi).
+    "environment-modules",
 )  # fmt: skip
 REPO_DIR = "debian"
 PURPOSE = "copying Debian packages for the sandbox"

@@ -8,7 +8,11 @@ HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points
     cuda/repos/*/x86_64/<keyid>.pub                                   the public key, as NVIDIA's 3bf863cc.pub
     keys/gpuprov-sandbox.asc                                          the same key
     libnvidia-container/stable/{deb/amd64,rpm/x86_64}/, .../gpgkey    the container toolkit's repository
-    rocky/9/AppStream/x86_64/os/                                      stand-in podman, python3.11 for rocky9
+    rocky/9/AppStream/x86_64/os/                                      rocky9 nodes' stand-in rpms: podman,
+                                                                      runc, openmpi, environment-modules,
+                                                                      python3.11
+    ubuntu/jammy/                                                     Debian's Open MPI under Ubuntu 22.04's
+                                                                      versions, for ubuntu22.04 nodes
     pypi/simple/, pypi/wheels/                                        PEP 503 index: CPU torch, its deps, uv
     conda/Miniforge3-*.sh                                             stand-in Miniforge installer (+ .sha256)
     debian/                                                           real Debian 12 packages (Slurm, munge),
@@ -45,7 +49,16 @@ from pathlib import Path
 
 from gpuprov import console, hosttools, lock, paths
 from gpuprov.errors import EnvironmentProblem, GpuprovError
-from gpuprov.sandbox import debian_archive, docker, rocky_podman, rocky_python, rpm_modules, standins
+from gpuprov.sandbox import (
+    debian_archive,
+    docker,
+    rocky_openmpi,
+    rocky_podman,
+    rocky_python,
+    rpm_modules,
+    standins,
+    ubuntu_openmpi,
+)
 from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Format, Package, Pin
 from gpuprov.sandbox.standins.keyring import cuda_keyring
 
@@ -190,8 +203,8 @@ def content_hash(
 
 
 def builder_sources() -> list[tuple[str, Path]]:
-    """This module, rpm_modules, debian_archive, rocky_podman and every file of the stand-ins package (its
-    modules, the programs they install)."""
+    """This module, rpm_modules, debian_archive, rocky_podman, rocky_openmpi, ubuntu_openmpi and every file
+    of the stand-ins package (its modules, the programs they install)."""
     files = sorted(p for p in STANDINS_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     return [
         ("mirror.py", Path(__file__)),
@@ -199,6 +212,8 @@ def builder_sources() -> list[tuple[str, Path]]:
         ("debian_archive.py", Path(debian_archive.__file__)),
         ("rocky_podman.py", Path(rocky_podman.__file__)),
         ("rocky_python.py", Path(rocky_python.__file__)),
+        ("rocky_openmpi.py", Path(rocky_openmpi.__file__)),
+        ("ubuntu_openmpi.py", Path(ubuntu_openmpi.__file__)),
         *((f"standins/{p.relative_to(STANDINS_DIR).as_posix()}", p) for p in files),
     ]
 
@@ -246,7 +261,9 @@ def _build(
             _build_repositories(catalogue, repositories, work / "staging", out, key)
             _write_conda(out / "conda")
             _write_debian(out / debian_archive.REPO_DIR, work / "debian-debs", key)
-            _write_rocky_podman(out / rocky_podman.REPO_DIR, work / "debian-debs", work / "rocky-podman", key)
+            debs = work / "debian-debs"
+            _write_rocky_appstream(out / rocky_podman.REPO_DIR, debs, work / "rocky-rpms", key)
+            _write_ubuntu_openmpi(out / ubuntu_openmpi.REPO_DIR, debs, work / "ubuntu-debs", key)
             if download is not None:
                 _write_pypi(out / "pypi", download.result())
         shutil.rmtree(work / "staging")
@@ -538,7 +555,7 @@ def deb_control(package: Package, installed_kib: int) -> str:
         "Depends": ", ".join(
             " | ".join(_pin(p, Format.DEB) for p in alternatives) for alternatives in package.depends
         ),
-        "Provides": ", ".join([*(f"{p.name} (= {p.evr})" for p in package.provides), *group]),
+        "Provides": ", ".join([*(_pin(p, Format.DEB) for p in package.provides), *group]),
         "Conflicts": ", ".join([*package.conflicts, *group]),
         "Replaces": package.exclusive_group,
         "Section": "multiverse/devel",
@@ -620,7 +637,7 @@ def rpm_spec(package: Package, tree: Path) -> str:
     }
     lines = [f"{tag}: {value}" for tag, value in header.items() if value]
     lines += [f"Requires: {_pin(p, Format.RPM)}" for (p,) in package.depends]
-    lines += [f"Provides: {p.name} = {p.evr}" for p in package.provides]
+    lines += [f"Provides: {_pin(p, Format.RPM)}" for p in package.provides]
     lines += [f"Conflicts: {name}" for name in package.conflicts]
     lines += ["", "%description", _long_description(package)]
     lines += ["", "%install", f"cp -a '{tree}/.' '%{{buildroot}}/'"]
@@ -773,20 +790,30 @@ def _write_debian(repo_dir: Path, downloads: Path, key: SigningKey) -> None:
     _apt_repository(repo_dir, debian_archive.SUITE, debs, key, origin)
 
 
-def _write_rocky_podman(repo_dir: Path, debs: Path, staging: Path, key: SigningKey) -> None:
-    """The rocky-like nodes' podman and runc (gpuprov.sandbox.rocky_podman) and python3.11
-    (gpuprov.sandbox.rocky_python), signed, with signed metadata."""
+def _write_rocky_appstream(repo_dir: Path, debs: Path, staging: Path, key: SigningKey) -> None:
+    """The rocky-like nodes' stand-in rpms, signed, with signed metadata: podman and runc
+    (gpuprov.sandbox.rocky_podman), openmpi and environment-modules (gpuprov.sandbox.rocky_openmpi),
+    python3.11 (gpuprov.sandbox.rocky_python)."""
     staging.mkdir()
     downloaded = sorted(debs.glob("*.deb"))
     python_debs = debian_archive.download(staging / "python-debs", (rocky_python.DEBIAN_PACKAGE,))
     packages = (
         rocky_podman.podman_package(downloaded),
         rocky_podman.runc_package(downloaded),
+        rocky_openmpi.openmpi_package(downloaded),
+        rocky_openmpi.environment_modules_package(downloaded),
         rocky_python.python_package(python_debs),
     )
     rpms = [_build_rpm(package, staging, staging) for package in packages]
     _sign_rpms(rpms, key)
     _plain_rpm_repository(repo_dir, rpms, key)
+
+
+def _write_ubuntu_openmpi(repo_dir: Path, debs: Path, staging: Path, key: SigningKey) -> None:
+    """Debian's Open MPI under Ubuntu 22.04's versions (gpuprov.sandbox.ubuntu_openmpi), a signed flat
+    repository whose Release names Ubuntu as its origin."""
+    rebuilt = ubuntu_openmpi.reversioned(sorted(debs.glob("*.deb")), staging)
+    _apt_repository(repo_dir, ubuntu_openmpi.SUITE, rebuilt, key, ubuntu_openmpi.ORIGIN)
 
 
 def _plain_rpm_repository(repo_dir: Path, rpms: Sequence[Path], key: SigningKey) -> None:

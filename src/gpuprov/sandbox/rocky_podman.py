@@ -54,17 +54,17 @@ def podman_package(debs: Sequence[Path]) -> Package:
     """The stand-in podman rpm from the .debs of ROCKY_NODE_ADDS among `debs`, runc left to runc_package."""
     names = tuple(n for n in ROCKY_NODE_ADDS if n != "runc")
     summary = "Rocky 9's podman name and version carrying Debian 12's podman 4.3.1 and its dependencies"
-    return _package_from_debs(debs, names, "podman", (EPOCH, VERSION, RELEASE), summary, _ALTERNATIVES)
+    return package_from_debs(debs, names, "podman", (EPOCH, VERSION, RELEASE), summary, _ALTERNATIVES)
 
 
 def runc_package(debs: Sequence[Path]) -> Package:
     """Debian 12's runc as an rpm of the same name, for `container_runtime_oci_runtime: runc`. No Rocky 9
     runc version was recorded, so it carries Debian's version (RUNC_VERSION) with a sandbox release."""
     summary = "Debian 12's runc 1.1.5 as an rpm (no Rocky version string recorded)"
-    return _package_from_debs(debs, ("runc",), "runc", (0, *RUNC_VERSION), summary, ())
+    return package_from_debs(debs, ("runc",), "runc", (0, *RUNC_VERSION), summary, ())
 
 
-def _package_from_debs(
+def package_from_debs(
     debs: Sequence[Path],
     names: tuple[str, ...],
     name: str,

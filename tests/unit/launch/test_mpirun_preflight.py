@@ -188,6 +188,20 @@ def test_more_slots_than_gpus_is_refused(tmp_path: Path, monkeypatch: pytest.Mon
     ]
 
 
+def test_fewer_slots_than_gpus_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    versions = {"node1": OPEN_MPI_414, "node2": OPEN_MPI_414}
+    _, result = _preflight(tmp_path, monkeypatch, versions, gpus=4, nproc=Nproc("count", 1))
+    assert not isinstance(result, preflight.PreflightFailed)
+    err = capsys.readouterr().err
+    for name in versions:
+        assert (
+            f"{name} has 4 GPU(s) and --nproc-per-node gives it 1 slot(s) in mpirun's hostfile: "
+            "3 GPU(s) stay idle ('gpu' or 'auto' uses every GPU)"
+        ) in " ".join(err.split())
+
+
 def test_torchrun_asks_nothing_more(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert (
         launchers.by_name("torchrun").check_command(hosts.Host("a", "b", 22, "u", None, tmp_path), []) == ""

@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from gpuprov.sandbox import rocky_podman
-
-
-def _deb(directory: Path, name: str, files: dict[str, str]) -> Path:
-    root = directory / f"src-{name}"
-    (root / "DEBIAN").mkdir(parents=True)
-    (root / "DEBIAN" / "control").write_text(
-        f"Package: {name}\nVersion: 1.0\nArchitecture: amd64\nMaintainer: t <t@t>\nDescription: t\n"
-    )
-    for path, content in files.items():
-        target = root / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
-    out = directory / f"{name}_1.0_amd64.deb"
-    subprocess.run(
-        ["dpkg-deb", "--build", "--root-owner-group", str(root), str(out)], check=True, capture_output=True
-    )
-    return out
+from tests.unit.sandbox.debs import build_deb as _deb
 
 
 def test_rockys_name_and_version() -> None:

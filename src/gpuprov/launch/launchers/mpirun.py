@@ -93,6 +93,7 @@ class Mpirun:
         found = _installation_problems(answered)
         if found:
             return found
+        _warn_idle_gpus(answered)
         return _disagreements(answered) + _peer_problems(checks) + _slot_problems(answered)
 
 
@@ -248,6 +249,18 @@ def _peer_problems(checks: list[HostCheck]) -> list[Problem]:
             )
         problems.append(Problem(NOT_READY, f"{first.host.name} {why}; {fix}"))
     return problems
+
+
+def _warn_idle_gpus(checks: list[HostCheck]) -> None:
+    """Fewer slots than GPUs is a valid smaller job, but nothing else would say that GPUs stay idle."""
+    from gpuprov import console
+
+    for c in checks:
+        if c.gpus and 0 < c.nproc < c.gpus:
+            console.warning(
+                f"{c.host.name} has {c.gpus} GPU(s) and --nproc-per-node gives it {c.nproc} slot(s) in "
+                f"mpirun's hostfile: {c.gpus - c.nproc} GPU(s) stay idle ('gpu' or 'auto' uses every GPU)"
+            )
 
 
 def _slot_problems(checks: list[HostCheck]) -> list[Problem]:
