@@ -246,6 +246,13 @@ def sandbox_image(inventory: Path) -> str:
     raise SystemExit(f"{inventory} names no gpuprov_sandbox_image; give --image IMAGE")
 
 
+def pull_everywhere(containers: list[str], image: str) -> None:
+    """Put the image into every node's engine before timing (a user pulls once; launch runs what is there)."""
+    script = f"command -v docker >/dev/null && docker pull -q {image} || podman pull -q {image}"
+    for node in containers:
+        subprocess.run(["docker", "exec", node, "sh", "-c", script], check=True, stdout=subprocess.DEVNULL)
+
+
 def containers_left(containers: list[str]) -> int:
     """gpuprov's job containers still on the nodes (`ENGINE ps -a` inside each node, as root)."""
     script = "for e in docker podman; do command -v $e >/dev/null && $e ps -a --format '{{.Names}}'; done"
@@ -347,7 +354,10 @@ def main() -> int:
         flush=True,
     )
     slurm = ["--slurm"] if args.slurm else []
-    sandbox: Sandbox = start_sandbox(name, env, "--nodes", str(max(counts)), "--os", "debian12", *slurm)
+    registry = ["--containers"] if args.image == "sandbox" else []  # the registry serving the sandbox image
+    sandbox: Sandbox = start_sandbox(
+        name, env, "--nodes", str(max(counts)), "--os", "debian12", *slurm, *registry
+    )
     try:
         t = time.monotonic()
         if not args.reuse:  # a kept sandbox was bootstrapped by the run that kept it
@@ -381,6 +391,7 @@ def main() -> int:
 
         if args.image:
             image = sandbox_image(sandbox.inventory) if args.image == "sandbox" else args.image
+            pull_everywhere(containers, image)
             load_before = os.getloadavg()
             for n in counts:
                 print_image_rows(
