@@ -487,7 +487,9 @@ def _engine_store_mounts(sandbox: str, node: str, files: SandboxFiles, rollback:
     for store, path in ENGINE_STORES.items():
         volume = engine_volume_name(sandbox, node, store)
         rollback.volumes.append(volume)
-        docker.run("volume", "create", "--label", f"{LABEL}={sandbox}", "--label", _state_label(files), volume)
+        docker.run(
+            "volume", "create", "--label", f"{LABEL}={sandbox}", "--label", _state_label(files), volume
+        )
         mounts += ["--mount", f"type=volume,source={volume},target={path}"]
     return mounts
 
