@@ -35,11 +35,12 @@ controller, then Slurm starts the ranks; same latency definition: the command's 
 first line came back), `gpuprov launch` over SSH, and the ssh loop. A sandbox kept for --reuse must have
 been prepared with --slurm as well.
 
-With --image IMAGE (or `--image sandbox`: the sandbox inventory's gpuprov_sandbox_image): bootstrap also
-applies the container_runtime role (-e container_runtime_enabled=true), and each repetition times, one after
-the other on the same nodes, `gpuprov launch` (bare metal) and `gpuprov launch --image IMAGE` (same
-latency definition), then checks that no container of the job is left on any node. The issue's target:
-the container launch at most 1.5x the bare-metal one at 2 nodes.
+With --image IMAGE (or `--image sandbox`: the sandbox inventory's gpuprov_sandbox_image, the sandbox then
+started with --containers): bootstrap also applies the container_runtime role (-e
+container_runtime_enabled=true), the image is pulled into every node's engine, and each repetition
+times, one after the other on the same nodes, `gpuprov launch` (bare metal) and `gpuprov launch --image
+IMAGE` (same latency definition), then checks that no container of the job is left on any node. The
+issue's target: the container launch at most 1.5x the bare-metal one at 2 nodes (docs/containers.md).
 
 Starts its own debian12 sandbox (name bench-launch-*), makes it ready with `gpuprov bootstrap` (the
 Python env comes from the python_env role, as for a user), and removes it after.
