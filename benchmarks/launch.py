@@ -35,11 +35,12 @@ controller, then Slurm starts the ranks; same latency definition: the command's 
 first line came back), `gpuprov launch` over SSH, and the ssh loop. A sandbox kept for --reuse must have
 been prepared with --slurm as well.
 
-With --image IMAGE (or `--image sandbox`: the sandbox inventory's gpuprov_sandbox_image): bootstrap also
-applies the container_runtime role (-e container_runtime_enabled=true), and each repetition times, one after
-the other on the same nodes, `gpuprov launch` (bare metal) and `gpuprov launch --image IMAGE` (same
-latency definition), then checks that no container of the job is left on any node. The issue's target:
-the container launch at most 1.5x the bare-metal one at 2 nodes.
+With --image IMAGE (or `--image sandbox`: the sandbox inventory's gpuprov_sandbox_image, the sandbox then
+started with --containers): bootstrap also applies the container_runtime role (-e
+container_runtime_enabled=true), the image is pulled into every node's engine, and each repetition
+times, one after the other on the same nodes, `gpuprov launch` (bare metal) and `gpuprov launch --image
+IMAGE` (same latency definition), then checks that no container of the job is left on any node. The
+issue's target: the container launch at most 1.5x the bare-metal one at 2 nodes (docs/containers.md).
 
 Starts its own debian12 sandbox (name bench-launch-*), makes it ready with `gpuprov bootstrap` (the
 Python env comes from the python_env role, as for a user), and removes it after.
@@ -246,6 +247,13 @@ def sandbox_image(inventory: Path) -> str:
     raise SystemExit(f"{inventory} names no gpuprov_sandbox_image; give --image IMAGE")
 
 
+def pull_everywhere(containers: list[str], image: str) -> None:
+    """Put the image into every node's engine before timing (a user pulls once; launch runs what is there)."""
+    script = f"command -v docker >/dev/null && docker pull -q {image} || podman pull -q {image}"
+    for node in containers:
+        subprocess.run(["docker", "exec", node, "sh", "-c", script], check=True, stdout=subprocess.DEVNULL)
+
+
 def containers_left(containers: list[str]) -> int:
     """gpuprov's job containers still on the nodes (`ENGINE ps -a` inside each node, as root)."""
     script = "for e in docker podman; do command -v $e >/dev/null && $e ps -a --format '{{.Names}}'; done"
@@ -347,7 +355,10 @@ def main() -> int:
         flush=True,
     )
     slurm = ["--slurm"] if args.slurm else []
-    sandbox: Sandbox = start_sandbox(name, env, "--nodes", str(max(counts)), "--os", "debian12", *slurm)
+    registry = ["--containers"] if args.image == "sandbox" else []  # the registry serving the sandbox image
+    sandbox: Sandbox = start_sandbox(
+        name, env, "--nodes", str(max(counts)), "--os", "debian12", *slurm, *registry
+    )
     try:
         t = time.monotonic()
         if not args.reuse:  # a kept sandbox was bootstrapped by the run that kept it
@@ -381,6 +392,7 @@ def main() -> int:
 
         if args.image:
             image = sandbox_image(sandbox.inventory) if args.image == "sandbox" else args.image
+            pull_everywhere(containers, image)
             load_before = os.getloadavg()
             for n in counts:
                 print_image_rows(

@@ -4,9 +4,11 @@
                                               [--sandbox NAME] [--zstd]
 
 The hosts (the inventory's first --hosts) run Podman, reached as `sudo -n podman` by the inventory's user
-(a sandbox's nodes with Debian 12's podman and the vfs driver, as tests/integration/launch/test_image_push.py
-sets them up). IMAGE is in this machine's Docker Engine (default: the sandbox's debian12 node image, one
-251 MB layer). In each repetition, each way starts from hosts without the image (`podman rmi`, not timed):
+(a sandbox's nodes with the container_runtime role's Podman: `gpuprov bootstrap INV -e
+container_runtime_enabled=true -e container_runtime_engine=podman --tags container_runtime`; it stores images
+with its default overlay driver on each node's store volume, docs/sandbox.md). IMAGE is in this machine's
+Docker Engine (default: the sandbox's debian12 node image, one 251 MB layer). In each repetition, each
+way starts from hosts without the image (`podman rmi`, not timed):
 
   loop     for each host in turn: `docker save IMAGE | ssh HOST sudo -n podman load` (OpenSSH, the
            inventory's key and known_hosts, host key checking on)

@@ -74,6 +74,10 @@ def labelled_networks(sandbox: str) -> list[str]:
     return _docker_ids("network", "ls", "-q", "--filter", f"label=gpuprov.sandbox={sandbox}")
 
 
+def labelled_volumes(sandbox: str) -> list[str]:
+    return _docker_ids("volume", "ls", "-q", "--filter", f"label=gpuprov.sandbox={sandbox}")
+
+
 def _docker_ids(*args: str) -> list[str]:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout.split()
 

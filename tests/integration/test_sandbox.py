@@ -17,6 +17,7 @@ from tests.integration.conftest import (
     gpuprov,
     labelled_containers,
     labelled_networks,
+    labelled_volumes,
     start_sandbox,
     unique_name,
 )
@@ -106,6 +107,7 @@ def test_repeated_up_adds_a_node_then_down_leaves_nothing(sandbox_env: dict[str,
     try:
         sandbox.gpuprov("sandbox", "up", "--nodes", "2", "--os", "debian12,rocky9")
         assert len(sandbox.containers()) == 3  # two nodes and the mirror
+        assert len(labelled_volumes(name)) == 4  # each node's /var/lib/docker and /var/lib/containers
         proc = sandbox.ansible("gpu_nodes", "-m", "ansible.builtin.ping", "-o")
         assert proc.stdout.count("SUCCESS") == 2
     finally:
@@ -114,6 +116,7 @@ def test_repeated_up_adds_a_node_then_down_leaves_nothing(sandbox_env: dict[str,
         took = time.monotonic() - started
     assert labelled_containers(name) == []
     assert labelled_networks(name) == []
+    assert labelled_volumes(name) == []
     assert not state.exists()
     assert took < 30  # generous bound against hangs; the benchmark tracks the real figure
 
@@ -137,6 +140,7 @@ def test_name_clash_with_a_foreign_container_creates_nothing(
         )
         assert labelled_containers(name) == []
         assert labelled_networks(name) == []
+        assert labelled_volumes(name) == []
         assert not (Path(sandbox_env["GPUPROV_STATE_DIR"]) / "sandboxes" / name).exists()
     finally:
         subprocess.run(["docker", "rm", "-f", foreign], capture_output=True)
@@ -158,4 +162,5 @@ def test_ctrl_c_during_up_leaves_no_half_created_sandbox(sandbox_env: dict[str, 
     assert "interrupted" in stderr
     assert labelled_containers(name) == []
     assert labelled_networks(name) == []
+    assert labelled_volumes(name) == []
     assert not (Path(sandbox_env["GPUPROV_STATE_DIR"]) / "sandboxes" / name).exists()

@@ -10,7 +10,8 @@ from gpuprov.launch import jobs, remote
 
 # After the grace period: how long a stop (and a teardown) waits for hosts to report. A host's agent reports
 # after its stop, which may include removing the job's container (onhost/agent.py REMOVE_TIMEOUT_S, 60 s:
-# vfs deletes the image's copy); hosts that report sooner end the wait sooner.
+# an engine on the vfs driver, which a site may choose, deletes a whole copy of the image; with overlay2 it
+# takes under a second); hosts that report sooner end the wait sooner, so only a lost host waits it out.
 STOP_EXTRA_S = 70.0
 
 

@@ -39,9 +39,10 @@ from typing import IO, Any
 EVENT_PREFIX = "@gpuprov "
 POLL_S = 0.05
 START_TIMEOUT_S = 10.0
-# `ENGINE rm -f` of the job's container: it deletes the container's copy of the image where the engine
-# stores it with vfs (a nested engine: over 10 s for the sandbox's 1.19 GB image on a loaded machine); the
-# host's "exit" waits for it, so that when the client hears it nothing of the job is left.
+# `ENGINE rm -f` of the job's container: where the engine stores images with vfs (a site's choice), it
+# deletes the container's whole copy of the image (over 10 s for a 1.19 GB image on a loaded machine; under
+# a second with overlay2); the host's "exit" waits for it, so that when the client hears it nothing of the
+# job is left.
 REMOVE_TIMEOUT_S = 60.0
 
 

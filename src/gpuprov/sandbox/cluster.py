@@ -53,6 +53,11 @@ ADDRESS_TIMEOUT_S = 20
 # has it (a build machine that is itself a container may not: then runc fails with "unable to apply caps").
 # Given here, not in images.RUN_ARGS, so the node images keep their content hash (images.py is hashed).
 CAP_SYS_RESOURCE = 24
+# Where the engines nested in a node keep their images: each on a docker volume of its own (ext4 on this
+# machine's disk), because the kernel's overlayfs takes no upper or work directory on the node's own overlay
+# root. There Docker's overlay2 and Podman's overlay work as on a real host, instead of vfs, which copies the
+# whole image for every container. One volume per path: Docker 20.10 mounts no sub-path of a volume.
+ENGINE_STORES: dict[str, str] = {"docker": "/var/lib/docker", "containers": "/var/lib/containers"}
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,11 @@ def network_name(sandbox: str) -> str:
 
 def mirror_container_name(sandbox: str) -> str:
     return f"gpuprov-{sandbox}-mirror"
+
+
+def engine_volume_name(sandbox: str, node: str, store: str) -> str:
+    """The docker volume holding a node's engine store (store: a key of ENGINE_STORES)."""
+    return f"{container_name(sandbox, node)}-{store}"
 
 
 # ----- input ----------------------------------------------------------------------------------------
@@ -234,19 +244,22 @@ class _Rollback:
         self.new_sandbox = new_sandbox
         self.state_dir = state_dir
         self.containers: list[str] = []
+        self.volumes: list[str] = []
         self.network: str | None = None
 
     def undo(self) -> None:
         containers = list(self.containers)
+        volumes = list(self.volumes)
         networks = [self.network] if self.network else []
         if self.new_sandbox:
             # Everything labelled with a sandbox that did not exist before this run is this run's.
             containers += docker.run("ps", "-aq", "--filter", f"label={LABEL}={self.sandbox}").stdout.split()
-            networks += docker.run(
-                "network", "ls", "-q", "--filter", f"label={LABEL}={self.sandbox}"
-            ).stdout.split()
+            volumes += _labelled("volume", self.sandbox)
+            networks += _labelled("network", self.sandbox)
         if containers:
             docker.run("rm", "-f", *containers, check=False)
+        if volumes:  # after the containers: docker removes no volume a container still uses
+            docker.run("volume", "rm", "-f", *volumes, check=False)
         if networks:
             docker.run("network", "rm", *networks, check=False)
         if self.new_sandbox:
@@ -271,6 +284,8 @@ def up(
         validate_slurm_oses([*(n.os_name for n in the_plan.keep), *(os_name for _, os_name in the_plan.add)])
     for index, _ in the_plan.add:
         _refuse_foreign(sandbox, "container", container_name(sandbox, f"node{index}"))
+        for store in ENGINE_STORES:
+            _refuse_foreign(sandbox, "volume", engine_volume_name(sandbox, f"node{index}", store))
     _refuse_foreign(sandbox, "network", network_name(sandbox))
     _refuse_foreign(sandbox, "container", mirror_container_name(sandbox))
     _refuse_foreign(sandbox, "container", registry.container_name(sandbox))
@@ -450,12 +465,13 @@ def _create_node(
 ) -> None:
     node = f"node{index}"
     name = container_name(sandbox, node)
+    stores = _engine_store_mounts(sandbox, node, files, rollback)
     rollback.containers.append(name)
     docker.run(
         "create", "--name", name, "--hostname", node,
         "--label", f"{LABEL}={sandbox}", "--label", f"{ROLE_LABEL}=node", "--label", f"{OS_LABEL}={os_name}",
         "--label", _state_label(files),
-        "--network", network_name(sandbox), *images.RUN_ARGS, *node_capabilities(), image,
+        "--network", network_name(sandbox), *images.RUN_ARGS, *node_capabilities(), *stores, image,
     )  # fmt: skip
     host_key = keys.generate(f"root@{node}")
     extra: dict[str, bytes] = {}
@@ -470,6 +486,19 @@ def _create_node(
     files.host_key_pub(node).write_text(keys.public_key_fields(host_key.public_openssh) + "\n")
     docker.run("start", name)
     etc_hosts.write(name, os_name, node)
+
+
+def _engine_store_mounts(sandbox: str, node: str, files: SandboxFiles, rollback: _Rollback) -> list[str]:
+    """Create the node's engine store volumes (labelled, so `down` finds them); their `--mount` arguments."""
+    mounts = []
+    for store, path in ENGINE_STORES.items():
+        volume = engine_volume_name(sandbox, node, store)
+        rollback.volumes.append(volume)
+        docker.run(
+            "volume", "create", "--label", f"{LABEL}={sandbox}", "--label", _state_label(files), volume
+        )
+        mounts += ["--mount", f"type=volume,source={volume},target={path}"]
+    return mounts
 
 
 def _node_files_tar(
@@ -599,16 +628,25 @@ def down(sandbox: str) -> bool:
     docker.ensure_engine()
     proc = docker.run("ps", "-aq", "--filter", f"label={LABEL}={sandbox}")
     container_ids = proc.stdout.split()
-    nets = docker.run("network", "ls", "-q", "--filter", f"label={LABEL}={sandbox}").stdout.split()
+    volumes = _labelled("volume", sandbox)
+    nets = _labelled("network", sandbox)
     files = files_for(sandbox)
-    if not container_ids and not nets and not files.root.exists():
+    if not container_ids and not volumes and not nets and not files.root.exists():
         return False
     if container_ids:
         docker.run("rm", "-f", "-v", *container_ids)
+    if volumes:
+        docker.run("volume", "rm", "-f", *volumes)
     if nets:
         docker.run("network", "rm", *nets)
     shutil.rmtree(files.root, ignore_errors=True)
     return True
+
+
+def _labelled(kind: str, sandbox: str) -> list[str]:
+    """The names of the sandbox's docker objects of a kind ("volume", "network")."""
+    proc = docker.run(kind, "ls", "-q", "--filter", f"label={LABEL}={sandbox}")
+    return proc.stdout.split()
 
 
 def inventory_path(sandbox: str) -> Path:

@@ -106,12 +106,12 @@ def _node_vars(ctx: InventoryContext) -> list[str]:
         f"python_env_conda_installer_url={ctx.mirror_url}/conda/{standins.CONDA_INSTALLER_NAME}",
         f"python_env_conda_installer_sha256={standins.conda_installer_sha256()}",
         *_image_vars(ctx),
-        # container_runtime: the mirror's stand-in of NVIDIA's libnvidia-container repository and its key; an
-        # engine nested in a node needs vfs (no overlay on overlay, no /dev/fuse) and runc (crun fails on
-        # hybrid cgroups). Real hosts keep the engines' defaults.
+        # container_runtime: the mirror's stand-in of NVIDIA's libnvidia-container repository and its key;
+        # runc, because crun fails on this machine's hybrid cgroups. The storage driver stays the engines'
+        # default (Docker's overlay2, Podman's overlay): each node keeps the engines' stores on docker volumes
+        # (cluster.ENGINE_STORES), where the kernel's overlayfs works nested.
         f"container_runtime_toolkit_base_url={ctx.mirror_url}/libnvidia-container",
         f"container_runtime_toolkit_key_fingerprint={ctx.mirror_key_fingerprint}",
-        "container_runtime_storage_driver=vfs",
         "container_runtime_oci_runtime=runc",
     ]
 

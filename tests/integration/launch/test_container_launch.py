@@ -1,5 +1,6 @@
 """`gpuprov launch --image` end to end on the 2-node `--containers` sandbox: the container_runtime role's
-engine (Podman on the nodes, nested: runc and vfs), the sandbox registry's PyTorch CPU image
+engine (Docker on the debian12 nodes, nested: runc and overlay2 on the node's store volume), the sandbox
+registry's PyTorch CPU image
 (`gpuprov_sandbox_image`), real torchrun with gloo across the nodes inside the containers, and nothing left
 on the nodes (no container, no process) after a normal end, a rank's crash and a stop.
 """
@@ -72,11 +73,11 @@ def test_a_rank_crash_leaves_no_container_and_no_process(
     job_id = _job_id(crashed.stderr)
     assert f"error: job {job_id} failed: node2 exited with 1; the other hosts were stopped" in crashed.stderr
     _nothing_left(launch_sandbox, job_id)
-    # The other ranks sleep 300 s: a teardown that did not stop them ends far later. In this sandbox a launch
-    # itself takes minutes (preflight's check container and the job's each copy the 1.19 GB image with
-    # vfs: 162 s for the training test's whole launch, measured), so the bound is not the teardown's speed
-    # (the agent's is measured in tests/unit/launch/test_container_script.py).
-    assert time.monotonic() - began < 300
+    # The other ranks sleep 300 s: a teardown that did not stop them ends far later. The whole crashed launch
+    # (preflight's check container, both job containers, the crash, the teardown) took 6.3 s here with
+    # overlay2; the bound leaves room for a loaded machine, not for a rank left running (the agent's
+    # teardown is timed in tests/unit/launch/test_container_script.py).
+    assert time.monotonic() - began < 60
 
 
 def test_detached_jobs_logs_and_stop(launch_sandbox: Sandbox, image: str, sleeper: Path) -> None:
@@ -84,7 +85,7 @@ def test_detached_jobs_logs_and_stop(launch_sandbox: Sandbox, image: str, sleepe
     assert detached.returncode == 0, detached.stderr
     job_id = detached.stdout.strip()
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 60  # both ranks were up within 7 s here (overlay2)
         while time.monotonic() < deadline:
             logs = gp(launch_sandbox, "logs", job_id)
             if "rank 0 up" in logs.stdout and "rank 1 up" in logs.stdout:

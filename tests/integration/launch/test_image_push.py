@@ -28,12 +28,6 @@ from gpuprov.launch import image_push
 from gpuprov.onhost import text
 from tests.integration.conftest import Sandbox, unique_name
 
-# Nested Podman needs the vfs driver (/work/shared/ENVIRONMENT.md: no fuse-overlayfs in a node).
-STORAGE_CONF = (
-    '[storage]\\ndriver = "vfs"\\nrunroot = "/run/containers/storage"\\n'
-    'graphroot = "/var/lib/containers/storage"\\n'
-)
-
 
 @dataclass(frozen=True)
 class PodmanNodes:
@@ -139,7 +133,8 @@ def node(sandbox_name: str, name: str, script: str, check: bool = True) -> str:
 
 
 def install_podman(sandbox_name: str, names: list[str]) -> None:
-    """Debian's podman from the sandbox mirror, with the vfs storage nested containers need."""
+    """Debian's podman from the sandbox mirror, with its own default storage (overlay: the node keeps
+    /var/lib/containers on a docker volume, where the kernel's overlayfs works nested)."""
     for name in names:
         if node(sandbox_name, name, "command -v podman || true").strip():
             continue
@@ -147,11 +142,6 @@ def install_podman(sandbox_name: str, names: list[str]) -> None:
         if "Candidate: (none)" in found or "Candidate" not in found:
             pytest.skip("the sandbox mirror has no podman package yet (the container_runtime work adds it)")
         node(sandbox_name, name, "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman")
-        node(
-            sandbox_name,
-            name,
-            f"test -e /etc/containers/storage.conf || printf '{STORAGE_CONF}' > /etc/containers/storage.conf",
-        )
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +153,7 @@ def podman_nodes(request: pytest.FixtureRequest) -> Iterator[PodmanNodes]:
         yield PodmanNodes(Path(given).parent.name, Path(given), hosts.load(given).hosts[:2])
         return
     sandbox: Sandbox = request.getfixturevalue("container_nodes")
-    install_podman(sandbox.name, ["node1", "node2"])  # present: the role installed it; the storage is vfs
+    install_podman(sandbox.name, ["node1", "node2"])  # beside the role's Docker on debian12
     yield PodmanNodes(sandbox.name, sandbox.inventory, hosts.load(sandbox.inventory).hosts)
 
 

@@ -42,7 +42,8 @@ ROLE_HINT = "apply the container_runtime role (`gpuprov bootstrap -e container_r
 MIN_SHM_KIB = 1024 * 1024  # 1 GiB: below it NCCL's shared-memory transport fails (nccl#290, #342)
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 # How long the check may be silent: creating the check container copies the image where the engine stores
-# it with vfs (nested engines: the sandbox's 1.19 GB image took over two minutes on a loaded machine).
+# it with vfs, which a site may choose (a 1.19 GB image took over two minutes on a loaded machine); with
+# overlay2/overlay it takes about a second, and a check that answers sooner ends the wait sooner.
 CHECK_SILENCE_S = 300.0
 
 
