@@ -148,7 +148,8 @@ def test_the_version_pin_covers_every_driver_package() -> None:
     ("release_vars", "branch", "name"),
     [
         ((), "570", "nvidia-fabric-manager"),  # EL8: the family's settings only
-        ((), "580", "nvidia-fabric-manager"),
+        ((), "580", "nvidia-fabricmanager"),
+        ((), "590", "nvidia-fabricmanager"),
         (("RedHat-9.yml",), "570", "nvidia-fabric-manager"),
         (("RedHat-9.yml",), "580", "nvidia-fabricmanager"),
         (("RedHat-9.yml",), "590", "nvidia-fabricmanager"),
@@ -157,11 +158,21 @@ def test_the_version_pin_covers_every_driver_package() -> None:
 def test_el_fabric_manager_name_follows_nvidias_rule(
     release_vars: tuple[str, ...], branch: str, name: str
 ) -> None:
-    """NVIDIA's rhel9 repository renames fabric manager from R580 (gpu-driver-container rhel9/install.sh)."""
+    """NVIDIA's rhel8 and rhel9 repositories rename fabric manager from R580 (gpu-driver-container
+    rhel8/install.sh and rhel9/install.sh, fabricmanager_install): EL8 reads RedHat.yml alone, EL9 adds
+    RedHat-9.yml, and both must ask for nvidia-fabricmanager-<version> from branch 580."""
     settings = role_vars(
         "RedHat.yml", *release_vars, nvidia_driver_branch=branch, nvidia_driver_flavor="open"
     )
     assert str(settings["__nvidia_driver_fabricmanager_package"]).strip() == name
+
+
+@pytest.mark.parametrize("branch", ["570", "580", "590"])
+def test_the_rpm_stand_ins_name_fabric_manager_as_the_role_asks_for_it(branch: str) -> None:
+    release = DriverRelease(branch=branch, version=f"{branch}.1.2", cuda="12.8")
+    rpms = {p.name for p in drivers.rpm_driver(release)}
+    wanted = role_vars("RedHat.yml", nvidia_driver_branch=branch, nvidia_driver_flavor="open")
+    assert str(wanted["__nvidia_driver_fabricmanager_package"]).strip() in rpms
 
 
 @pytest.mark.parametrize("branch", ["570", "580"])

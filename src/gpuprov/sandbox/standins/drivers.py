@@ -389,9 +389,10 @@ def rpm_driver(d: DriverRelease) -> list[Package]:
         [],
         depends=(exact(driver), exact(smi), exact(libs), exact(persistenced)),
     )
-    fabric = package(
-        fmt, v, "1", "nvidia-fabric-manager", "NVIDIA fabric manager (NVSwitch systems)", _fabricmanager(d)
-    )
+    # nvidia-fabric-manager up to R575, nvidia-fabricmanager from R580 (NVIDIA/gpu-driver-container
+    # rhel8/install.sh and rhel9/install.sh, commit 038c8b5f46c24e323485d0dd823ce435c1f19c9b).
+    fabric_name = "nvidia-fabricmanager" if int(d.branch) >= 580 else "nvidia-fabric-manager"
+    fabric = package(fmt, v, "1", fabric_name, "NVIDIA fabric manager (NVSwitch systems)", _fabricmanager(d))
     return [libs, cuda_libs, kmod_common, latest, open_, driver, persistenced, smi, cuda_drivers, fabric]
 
 
