@@ -130,7 +130,7 @@ def test_driver_too_old_for_cuda_names_the_pair_and_what_fits():
     assert "needs driver >= 550.54.15" in message
     assert (
         "drivers that fit: 550.54.15, 550.127.08, 560.35.05, 570.124.06, 575.57.08, 580.65.06, 580.82.07, "
-        "580.95.05;" in message
+        "580.95.05, 590.48.01;" in message
     )
     assert "CUDA versions that fit driver 535.216.03: 12.2.2" in message
 

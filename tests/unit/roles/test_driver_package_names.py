@@ -183,3 +183,98 @@ def test_the_apt_stand_ins_name_fabric_manager_as_the_role_asks_for_it(branch: s
     for vars_files in (("Debian.yml",), ("Debian.yml", "Debian-12.yml")):
         wanted = role_vars(*vars_files, **{**settings("open"), "nvidia_driver_branch": branch})
         assert wanted["__nvidia_driver_fabricmanager_package"] in debs
+
+
+R590 = next(d for d in standins.CATALOGUE.drivers if d.branch == "590")
+
+
+def r590_debs() -> dict[str, standins.Package]:
+    return {p.name: p for p in standins.deb_packages(standins.CATALOGUE) if p.version == R590.version}
+
+
+@pytest.mark.parametrize("flavor", ["open", "proprietary"])
+def test_ubuntu_from_r590_takes_the_names_without_the_branch(flavor: str) -> None:
+    """NVIDIA's ubuntu* repositories drop the branch from the names from R590 (Driver Installation Guide r590,
+    4.1.1 "Ubuntu 590 and later packages"): the same compute-only set, each name without "-590"."""
+    v = role_vars(
+        "Debian.yml",
+        nvidia_driver_branch=R590.branch,
+        nvidia_driver_version=R590.version,
+        nvidia_driver_flavor=flavor,
+        nvidia_driver_source="nvidia",
+    )
+    tail = "-open" if flavor == "open" else ""
+    names = v["__nvidia_driver_apt_packages"]
+    assert names == [
+        f"nvidia-headless{tail}",
+        f"nvidia-headless-no-dkms{tail}",
+        f"nvidia-dkms{tail}",
+        f"nvidia-kernel-source{tail}",
+        "nvidia-kernel-common",
+        "nvidia-utils",
+        "libnvidia-compute",
+        "nvidia-compute-utils",
+        "libnvidia-cfg1",
+    ]
+    debs = r590_debs()
+    assert isinstance(names, list) and set(names) <= debs.keys()
+    assert set(names) == dependency_tree([names[0], "nvidia-utils"], debs)
+    assert v["__nvidia_driver_fabricmanager_package"] in debs
+
+
+def test_ubuntus_own_archive_keeps_the_branch_in_the_names_from_r590() -> None:
+    """Ubuntu's archive still names its builds per branch (nvidia-dkms-595 on packages.ubuntu.com)."""
+    v = role_vars(
+        "Debian.yml",
+        nvidia_driver_branch="590",
+        nvidia_driver_version=R590.version,
+        nvidia_driver_flavor="open",
+        nvidia_driver_source="ubuntu",
+    )
+    names = v["__nvidia_driver_apt_packages"]
+    assert isinstance(names, list)
+    assert names[0] == "nvidia-headless-590-server-open" and all("-590-server" in n for n in names)
+
+
+def test_r590_has_no_cuda_drivers_of_its_branch() -> None:
+    """cuda-drivers-580 "will be removed", cuda-drivers stays (the guide's table of renames)."""
+    debs = r590_debs()
+    assert "cuda-drivers" in debs and not any(n.startswith("cuda-drivers-") for n in debs)
+    assert "cuda-drivers-570" in standin_debs_of("570")
+
+
+def standin_debs_of(branch: str) -> set[str]:
+    release = next(d for d in standins.CATALOGUE.drivers if d.branch == branch)
+    return {p.name for p in standins.deb_packages(standins.CATALOGUE) if p.version == release.version}
+
+
+@pytest.mark.parametrize("old", ["550", "570"])
+@pytest.mark.parametrize("flavor", ["open", "proprietary"])
+def test_each_r590_package_excludes_its_older_branch_counterpart(old: str, flavor: str) -> None:
+    """Moving between the schemes (an upgrade to R590 or a downgrade from it) must replace, not add: every
+    package the role names on one side conflicts with its counterpart on the other, through Conflicts on a
+    name the other one is or provides (as the stand-ins' control files say)."""
+    new = role_vars("Debian.yml", **{**settings(flavor), "nvidia_driver_branch": "590"})[
+        "__nvidia_driver_apt_packages"
+    ]
+    older = role_vars("Debian.yml", **{**settings(flavor), "nvidia_driver_branch": old})[
+        "__nvidia_driver_apt_packages"
+    ]
+    assert isinstance(new, list) and isinstance(older, list)
+    debs = {**{p.name: p for p in standins.deb_packages(standins.CATALOGUE)}}
+    for new_name, old_name in zip(new, older, strict=True):
+        if old_name.startswith("nvidia-headless-no-dkms"):
+            continue  # no group of its own: it goes when the packages it needs at its version go
+        a, b = debs[new_name], debs[old_name]
+        a_names = {a.name, *([a.exclusive_group] if a.exclusive_group else [])}
+        b_names = {b.name, *([b.exclusive_group] if b.exclusive_group else [])}
+        a_conflicts = {*a.conflicts, *([a.exclusive_group] if a.exclusive_group else [])}
+        b_conflicts = {*b.conflicts, *([b.exclusive_group] if b.exclusive_group else [])}
+        assert (a_conflicts & b_names) or (b_conflicts & a_names), (new_name, old_name)
+
+
+def test_the_version_pin_covers_the_r590_names() -> None:
+    patterns = role_vars("Debian.yml", **settings("open"))["__nvidia_driver_apt_pin_patterns"]
+    assert isinstance(patterns, list)
+    for name in r590_debs():
+        assert any(fnmatch.fnmatchcase(name, p) for p in patterns) or name == "cuda-drivers", name
