@@ -88,27 +88,41 @@ def test_debian_12_gets_debian_names_of_the_whole_tree(flavor: str) -> None:
 
 
 @pytest.mark.parametrize("flavor", ["open", "proprietary"])
-def test_ubuntu_gets_the_headless_set_not_the_desktop_driver(flavor: str) -> None:
-    v = role_vars("Debian.yml", **settings(flavor))
+@pytest.mark.parametrize(("branch", "b"), [("550", "-550"), ("590", "")])
+def test_ubuntu_gets_the_headless_set_not_the_desktop_driver(flavor: str, branch: str, b: str) -> None:
+    """The compute-only set; up to R580 each name carries "-<branch>", from R590 none does (NVIDIA Driver
+    Installation Guide r590, 4.1.1 "Ubuntu 590 and later packages")."""
+    release = next(d for d in standins.CATALOGUE.drivers if d.branch == branch)
+    v = role_vars(
+        "Debian.yml",
+        nvidia_driver_branch=branch,
+        nvidia_driver_version=release.version,
+        nvidia_driver_flavor=flavor,
+        nvidia_driver_source="nvidia",
+    )
     tail = "-open" if flavor == "open" else ""
     names = v["__nvidia_driver_apt_packages"]
     assert names == [
-        f"nvidia-headless-550{tail}",
-        f"nvidia-headless-no-dkms-550{tail}",
-        f"nvidia-dkms-550{tail}",
-        f"nvidia-kernel-source-550{tail}",
-        "nvidia-kernel-common-550",
-        "nvidia-utils-550",
-        "libnvidia-compute-550",
-        "nvidia-compute-utils-550",
-        "libnvidia-cfg1-550",
+        f"nvidia-headless{b}{tail}",
+        f"nvidia-headless-no-dkms{b}{tail}",
+        f"nvidia-dkms{b}{tail}",
+        f"nvidia-kernel-source{b}{tail}",
+        f"nvidia-kernel-common{b}",
+        f"nvidia-utils{b}",
+        f"libnvidia-compute{b}",
+        f"nvidia-compute-utils{b}",
+        f"libnvidia-cfg1{b}",
     ]
-    debs = standin_debs()
+    debs = {p.name: p for p in standins.deb_packages(standins.CATALOGUE) if p.version == release.version}
     assert isinstance(names, list) and set(names) <= debs.keys()
     # The headless metapackage's whole tree, and nvidia-smi's package, which it leaves out.
-    assert set(names) == dependency_tree([names[0], "nvidia-utils-550"], debs)
-    assert "xserver-xorg-video-nvidia-550" not in dependency_tree(names, debs)
-    assert v["__nvidia_driver_fabricmanager_package"] == "nvidia-fabricmanager-550"
+    assert set(names) == dependency_tree([names[0], f"nvidia-utils{b}"], debs)
+    assert f"xserver-xorg-video-nvidia{b}" not in dependency_tree(names, debs)
+    fabric = v["__nvidia_driver_fabricmanager_package"]
+    assert (
+        fabric == ("nvidia-fabricmanager-550" if branch == "550" else "nvidia-fabricmanager")
+        and fabric in debs
+    )
 
 
 def test_the_desktop_driver_would_pull_the_x_server_driver() -> None:
@@ -190,36 +204,6 @@ R590 = next(d for d in standins.CATALOGUE.drivers if d.branch == "590")
 
 def r590_debs() -> dict[str, standins.Package]:
     return {p.name: p for p in standins.deb_packages(standins.CATALOGUE) if p.version == R590.version}
-
-
-@pytest.mark.parametrize("flavor", ["open", "proprietary"])
-def test_ubuntu_from_r590_takes_the_names_without_the_branch(flavor: str) -> None:
-    """NVIDIA's ubuntu* repositories drop the branch from the names from R590 (Driver Installation Guide r590,
-    4.1.1 "Ubuntu 590 and later packages"): the same compute-only set, each name without "-590"."""
-    v = role_vars(
-        "Debian.yml",
-        nvidia_driver_branch=R590.branch,
-        nvidia_driver_version=R590.version,
-        nvidia_driver_flavor=flavor,
-        nvidia_driver_source="nvidia",
-    )
-    tail = "-open" if flavor == "open" else ""
-    names = v["__nvidia_driver_apt_packages"]
-    assert names == [
-        f"nvidia-headless{tail}",
-        f"nvidia-headless-no-dkms{tail}",
-        f"nvidia-dkms{tail}",
-        f"nvidia-kernel-source{tail}",
-        "nvidia-kernel-common",
-        "nvidia-utils",
-        "libnvidia-compute",
-        "nvidia-compute-utils",
-        "libnvidia-cfg1",
-    ]
-    debs = r590_debs()
-    assert isinstance(names, list) and set(names) <= debs.keys()
-    assert set(names) == dependency_tree([names[0], "nvidia-utils"], debs)
-    assert v["__nvidia_driver_fabricmanager_package"] in debs
 
 
 def test_ubuntus_own_archive_keeps_the_branch_in_the_names_from_r590() -> None:
