@@ -174,8 +174,9 @@ def test_apt_installs_the_r590_ubuntu_names_and_they_replace_an_older_branchs(
     built: MirrorContent, keyring: Path, served: str, tmp_path: Path
 ) -> None:
     """From R590 the Ubuntu names carry no branch (Driver Installation Guide r590, 4.1.1): with the role's
-    pin, the branch-less headless set installs at 590.48.01, and over an installed R570 set apt removes the
-    per-branch packages in the same step (the conflicts the role's scheme switch relies on)."""
+    pin, the branch-less headless set installs at 590.48.01. Over an installed, held R570 set apt's resolver
+    alone gives up ("generated breaks"); the role's one transaction, the new names plus the old ones marked
+    for removal ("name-"), replaces the whole set."""
     options = _apt_options(tmp_path, keyring, f"{served}/cuda/repos/ubuntu2204/x86_64/")
     assert run("apt-get", *options, "update").returncode == 0
     (tmp_path / "preferences.d" / "gpuprov-nvidia-driver").write_text(
@@ -200,17 +201,21 @@ def test_apt_installs_the_r590_ubuntu_names_and_they_replace_an_older_branchs(
     assert len(old) == 9
     (tmp_path / "status").write_text(
         "".join(
-            f"Package: {p.name}\nStatus: install ok installed\nVersion: {p.evr}\nArchitecture: amd64\n"
+            f"Package: {p.name}\nStatus: hold ok installed\nVersion: {p.evr}\nArchitecture: amd64\n"
             f"{_control_relations(built, p.name, p.evr)}\n"
             for p in old
         )
     )
-    switch = run(
-        "apt-get", *options, "-s", "install", "nvidia-headless-open=590.48.01-1", "nvidia-utils=590.48.01-1"
-    )
+    wanted = [f"{name}=590.48.01-1" for name in names.split()]
+    held = ["--allow-change-held-packages"]
+    alone = run("apt-get", *options, "-s", *held, "install", *wanted)
+    assert alone.returncode != 0 and "generated breaks" in alone.stderr, alone.stdout + alone.stderr
+    switch = run("apt-get", *options, "-s", *held, "install", *wanted, *(f"{p.name}-" for p in old))
     assert switch.returncode == 0, switch.stdout + switch.stderr
     removed = set(re.findall(r"^Remv (\S+) \[570\.124\.06-1\]", switch.stdout, re.MULTILINE))
     assert removed == {p.name for p in old}, switch.stdout
+    installed = set(re.findall(r"^Inst (\S+) \((\S+) NVIDIA CUDA:ubuntu2204", switch.stdout, re.MULTILINE))
+    assert installed == {(name, "590.48.01-1") for name in names.split()}
 
 
 def _control_relations(built: MirrorContent, name: str, evr: str) -> str:
