@@ -88,27 +88,41 @@ def test_debian_12_gets_debian_names_of_the_whole_tree(flavor: str) -> None:
 
 
 @pytest.mark.parametrize("flavor", ["open", "proprietary"])
-def test_ubuntu_gets_the_headless_set_not_the_desktop_driver(flavor: str) -> None:
-    v = role_vars("Debian.yml", **settings(flavor))
+@pytest.mark.parametrize(("branch", "b"), [("550", "-550"), ("590", "")])
+def test_ubuntu_gets_the_headless_set_not_the_desktop_driver(flavor: str, branch: str, b: str) -> None:
+    """The compute-only set; up to R580 each name carries "-<branch>", from R590 none does (NVIDIA Driver
+    Installation Guide r590, 4.1.1 "Ubuntu 590 and later packages")."""
+    release = next(d for d in standins.CATALOGUE.drivers if d.branch == branch)
+    v = role_vars(
+        "Debian.yml",
+        nvidia_driver_branch=branch,
+        nvidia_driver_version=release.version,
+        nvidia_driver_flavor=flavor,
+        nvidia_driver_source="nvidia",
+    )
     tail = "-open" if flavor == "open" else ""
     names = v["__nvidia_driver_apt_packages"]
     assert names == [
-        f"nvidia-headless-550{tail}",
-        f"nvidia-headless-no-dkms-550{tail}",
-        f"nvidia-dkms-550{tail}",
-        f"nvidia-kernel-source-550{tail}",
-        "nvidia-kernel-common-550",
-        "nvidia-utils-550",
-        "libnvidia-compute-550",
-        "nvidia-compute-utils-550",
-        "libnvidia-cfg1-550",
+        f"nvidia-headless{b}{tail}",
+        f"nvidia-headless-no-dkms{b}{tail}",
+        f"nvidia-dkms{b}{tail}",
+        f"nvidia-kernel-source{b}{tail}",
+        f"nvidia-kernel-common{b}",
+        f"nvidia-utils{b}",
+        f"libnvidia-compute{b}",
+        f"nvidia-compute-utils{b}",
+        f"libnvidia-cfg1{b}",
     ]
-    debs = standin_debs()
+    debs = {p.name: p for p in standins.deb_packages(standins.CATALOGUE) if p.version == release.version}
     assert isinstance(names, list) and set(names) <= debs.keys()
     # The headless metapackage's whole tree, and nvidia-smi's package, which it leaves out.
-    assert set(names) == dependency_tree([names[0], "nvidia-utils-550"], debs)
-    assert "xserver-xorg-video-nvidia-550" not in dependency_tree(names, debs)
-    assert v["__nvidia_driver_fabricmanager_package"] == "nvidia-fabricmanager-550"
+    assert set(names) == dependency_tree([names[0], f"nvidia-utils{b}"], debs)
+    assert f"xserver-xorg-video-nvidia{b}" not in dependency_tree(names, debs)
+    fabric = v["__nvidia_driver_fabricmanager_package"]
+    assert (
+        fabric == ("nvidia-fabricmanager-550" if branch == "550" else "nvidia-fabricmanager")
+        and fabric in debs
+    )
 
 
 def test_the_desktop_driver_would_pull_the_x_server_driver() -> None:
@@ -148,7 +162,8 @@ def test_the_version_pin_covers_every_driver_package() -> None:
     ("release_vars", "branch", "name"),
     [
         ((), "570", "nvidia-fabric-manager"),  # EL8: the family's settings only
-        ((), "580", "nvidia-fabric-manager"),
+        ((), "580", "nvidia-fabricmanager"),
+        ((), "590", "nvidia-fabricmanager"),
         (("RedHat-9.yml",), "570", "nvidia-fabric-manager"),
         (("RedHat-9.yml",), "580", "nvidia-fabricmanager"),
         (("RedHat-9.yml",), "590", "nvidia-fabricmanager"),
@@ -157,11 +172,21 @@ def test_the_version_pin_covers_every_driver_package() -> None:
 def test_el_fabric_manager_name_follows_nvidias_rule(
     release_vars: tuple[str, ...], branch: str, name: str
 ) -> None:
-    """NVIDIA's rhel9 repository renames fabric manager from R580 (gpu-driver-container rhel9/install.sh)."""
+    """NVIDIA's rhel8 and rhel9 repositories rename fabric manager from R580 (gpu-driver-container
+    rhel8/install.sh and rhel9/install.sh, fabricmanager_install): EL8 reads RedHat.yml alone, EL9 adds
+    RedHat-9.yml, and both must ask for nvidia-fabricmanager-<version> from branch 580."""
     settings = role_vars(
         "RedHat.yml", *release_vars, nvidia_driver_branch=branch, nvidia_driver_flavor="open"
     )
     assert str(settings["__nvidia_driver_fabricmanager_package"]).strip() == name
+
+
+@pytest.mark.parametrize("branch", ["570", "580", "590"])
+def test_the_rpm_stand_ins_name_fabric_manager_as_the_role_asks_for_it(branch: str) -> None:
+    release = DriverRelease(branch=branch, version=f"{branch}.1.2", cuda="12.8")
+    rpms = {p.name for p in drivers.rpm_driver(release)}
+    wanted = role_vars("RedHat.yml", nvidia_driver_branch=branch, nvidia_driver_flavor="open")
+    assert str(wanted["__nvidia_driver_fabricmanager_package"]).strip() in rpms
 
 
 @pytest.mark.parametrize("branch", ["570", "580"])
@@ -172,3 +197,68 @@ def test_the_apt_stand_ins_name_fabric_manager_as_the_role_asks_for_it(branch: s
     for vars_files in (("Debian.yml",), ("Debian.yml", "Debian-12.yml")):
         wanted = role_vars(*vars_files, **{**settings("open"), "nvidia_driver_branch": branch})
         assert wanted["__nvidia_driver_fabricmanager_package"] in debs
+
+
+R590 = next(d for d in standins.CATALOGUE.drivers if d.branch == "590")
+
+
+def r590_debs() -> dict[str, standins.Package]:
+    return {p.name: p for p in standins.deb_packages(standins.CATALOGUE) if p.version == R590.version}
+
+
+def test_ubuntus_own_archive_keeps_the_branch_in_the_names_from_r590() -> None:
+    """Ubuntu's archive still names its builds per branch (nvidia-dkms-595 on packages.ubuntu.com)."""
+    v = role_vars(
+        "Debian.yml",
+        nvidia_driver_branch="590",
+        nvidia_driver_version=R590.version,
+        nvidia_driver_flavor="open",
+        nvidia_driver_source="ubuntu",
+    )
+    names = v["__nvidia_driver_apt_packages"]
+    assert isinstance(names, list)
+    assert names[0] == "nvidia-headless-590-server-open" and all("-590-server" in n for n in names)
+
+
+def test_r590_has_no_cuda_drivers_of_its_branch() -> None:
+    """cuda-drivers-580 "will be removed", cuda-drivers stays (the guide's table of renames)."""
+    debs = r590_debs()
+    assert "cuda-drivers" in debs and not any(n.startswith("cuda-drivers-") for n in debs)
+    assert "cuda-drivers-570" in standin_debs_of("570")
+
+
+def standin_debs_of(branch: str) -> set[str]:
+    release = next(d for d in standins.CATALOGUE.drivers if d.branch == branch)
+    return {p.name for p in standins.deb_packages(standins.CATALOGUE) if p.version == release.version}
+
+
+@pytest.mark.parametrize("old", ["550", "570"])
+@pytest.mark.parametrize("flavor", ["open", "proprietary"])
+def test_each_r590_package_excludes_its_older_branch_counterpart(old: str, flavor: str) -> None:
+    """Moving between the schemes (an upgrade to R590 or a downgrade from it) must replace, not add: every
+    package the role names on one side conflicts with its counterpart on the other, through Conflicts on a
+    name the other one is or provides (as the stand-ins' control files say)."""
+    new = role_vars("Debian.yml", **{**settings(flavor), "nvidia_driver_branch": "590"})[
+        "__nvidia_driver_apt_packages"
+    ]
+    older = role_vars("Debian.yml", **{**settings(flavor), "nvidia_driver_branch": old})[
+        "__nvidia_driver_apt_packages"
+    ]
+    assert isinstance(new, list) and isinstance(older, list)
+    debs = {**{p.name: p for p in standins.deb_packages(standins.CATALOGUE)}}
+    for new_name, old_name in zip(new, older, strict=True):
+        if old_name.startswith("nvidia-headless-no-dkms"):
+            continue  # no group of its own: it goes when the packages it needs at its version go
+        a, b = debs[new_name], debs[old_name]
+        a_names = {a.name, *([a.exclusive_group] if a.exclusive_group else [])}
+        b_names = {b.name, *([b.exclusive_group] if b.exclusive_group else [])}
+        a_conflicts = {*a.conflicts, *([a.exclusive_group] if a.exclusive_group else [])}
+        b_conflicts = {*b.conflicts, *([b.exclusive_group] if b.exclusive_group else [])}
+        assert (a_conflicts & b_names) or (b_conflicts & a_names), (new_name, old_name)
+
+
+def test_the_version_pin_covers_the_r590_names() -> None:
+    patterns = role_vars("Debian.yml", **settings("open"))["__nvidia_driver_apt_pin_patterns"]
+    assert isinstance(patterns, list)
+    for name in r590_debs():
+        assert any(fnmatch.fnmatchcase(name, p) for p in patterns) or name == "cuda-drivers", name

@@ -11,6 +11,7 @@ import yaml
 
 from gpuprov import resources
 from gpuprov.sandbox import rpm_modules, standins
+from gpuprov.sandbox.standins import recipes
 
 RECORDED = yaml.safe_load((Path(__file__).parents[2] / "recorded" / "el-module-streams.yaml").read_text())
 RPMS = standins.rpm_packages(standins.CATALOGUE)
@@ -23,8 +24,12 @@ def documents() -> list[dict]:
     return list(yaml.safe_load_all(rpm_modules.modules_yaml(RPMS, distro="rhel9")))
 
 
-def test_catalogue_has_the_recorded_branches() -> None:
-    assert sorted(d.branch for d in standins.CATALOGUE.drivers) == ["535", "550", "570"]
+def test_the_rpm_stand_ins_hold_the_recorded_branches() -> None:
+    assert sorted({p.version.split(".")[0] for p in RPMS if p.name == "nvidia-driver"}) == [
+        "535",
+        "550",
+        "570",
+    ]
 
 
 def test_streams_and_profiles_are_nvidias() -> None:
@@ -70,7 +75,7 @@ def test_stream_artifacts_hold_only_their_branch_and_one_kmod() -> None:
             assert kmods == []
 
 
-@pytest.mark.parametrize("branch", sorted(d.branch for d in standins.CATALOGUE.drivers))
+@pytest.mark.parametrize("branch", recipes.RPM_DRIVER_BRANCHES)
 @pytest.mark.parametrize("flavor", ["open", "proprietary"])
 def test_role_picks_only_streams_that_exist(branch: str, flavor: str) -> None:
     """setup-RedHat.yml enables <branch><suffix>; that stream exists and carries the role's kmod package."""

@@ -16,9 +16,8 @@ def test_the_unit_is_ubuntus() -> None:
 
 def test_nvidia_compute_utils_ships_it_and_creates_the_user() -> None:
     for release in CATALOGUE.drivers:
-        package = next(
-            p for p in drivers.deb_driver(release) if p.name == f"nvidia-compute-utils-{release.branch}"
-        )
+        # "nvidia-compute-utils-<branch>" up to R580, "nvidia-compute-utils" from R590.
+        package = next(p for p in drivers.deb_driver(release) if p.name.startswith("nvidia-compute-utils"))
         units = [e for e in package.entries if e.path == "/lib/systemd/system/nvidia-persistenced.service"]
         assert [getattr(u, "content", b"") for u in units] == [RECORDED.read_bytes()]
         assert "useradd --system" in package.postinst

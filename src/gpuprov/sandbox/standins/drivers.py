@@ -15,6 +15,7 @@ from gpuprov.sandbox.standins.smi_layout import SmiLayout
 def deb_driver(d: DriverRelease) -> list[Package]:
     """The driver with the names and dependency shape of Ubuntu's packaging, which NVIDIA's ubuntu*
     repositories carry: canonical/nvidia-graphics-drivers, debian/templates/control.in (branches 535-580).
+    From R590 NVIDIA's repositories drop the branch from every name (see _ubuntu_name) and the shape stays.
 
     nvidia-driver-<b> is the desktop driver (GL, X server driver, video codecs); nvidia-headless-<b> the
     compute-only one, depending without a version on nvidia-headless-no-dkms-<b> and nvidia-dkms-<b>, which
@@ -27,7 +28,10 @@ def deb_driver(d: DriverRelease) -> list[Package]:
     desktop, drivers = _ubuntu_desktop(d, core)
     cuda_drivers = _ubuntu_package(
         d,
-        f"cuda-drivers-{d.branch}",
+        # cuda-drivers-<b> up to R580; from R590 only the branch-less cuda-drivers, which NVIDIA's
+        # repositories also carried before (Driver Installation Guide r590, "Ubuntu 590 package renames":
+        # cuda-drivers-580 "will be removed", cuda-drivers "no change").
+        "cuda-drivers" if _branchless(d) else f"cuda-drivers-{d.branch}",
         "CUDA driver metapackage",
         [],
         depends=(exact(drivers[0]) + exact(drivers[1]),),
@@ -38,6 +42,24 @@ def deb_driver(d: DriverRelease) -> list[Package]:
 
 # Ubuntu builds each branch with two kernel module flavours: proprietary ("") and open ("-open").
 _FLAVOURS = ("", "-open")
+
+# The first branch whose packages NVIDIA's ubuntu* repositories name without the branch: "Starting with branch
+# 590, the Ubuntu packages will be renamed by removing the branch designation from the package name"
+# (NVIDIA Driver Installation Guide r590, section 4.1.1 "Ubuntu 590 and later packages", with the table
+# "Ubuntu 590 package renames": libnvidia-compute-580 -> libnvidia-compute, nvidia-dkms-580-open ->
+# nvidia-dkms-open, ...). The same names in NVIDIA/gpu-driver-container ubuntu26.04/install.sh (commit
+# 06a208c: nvidia-headless-no-dkms-open, libnvidia-gl, nvidia-dkms-open, nvidia-kernel-source, nvidia-driver).
+FIRST_BRANCHLESS_UBUNTU_BRANCH = 590
+
+
+def _branchless(d: DriverRelease) -> bool:
+    return int(d.branch) >= FIRST_BRANCHLESS_UBUNTU_BRANCH
+
+
+def _ubuntu_name(d: DriverRelease, base: str, flavour: str = "") -> str:
+    """ "libnvidia-compute-580", "nvidia-dkms-580-open" up to R580; "libnvidia-compute", "nvidia-dkms-open"
+    from R590."""
+    return f"{base}{flavour}" if _branchless(d) else f"{base}-{d.branch}{flavour}"
 
 
 def _ubuntu_package(
@@ -50,6 +72,8 @@ def _ubuntu_package(
     exclusive_group: str = "",
     postinst: str = "",
 ) -> Package:
+    # A branch-less name (R590+) may be the group's own name ("libnvidia-compute"): the package is then the
+    # group itself, and the older branches' Conflicts on the group name keep the two apart.
     return package(
         Format.DEB,
         d.version,
@@ -58,7 +82,7 @@ def _ubuntu_package(
         summary,
         entries,
         depends=depends,
-        exclusive_group=exclusive_group,
+        exclusive_group="" if exclusive_group == name else exclusive_group,
         postinst=postinst,
     )
 
@@ -88,10 +112,9 @@ class _UbuntuCore:
 
 
 def _ubuntu_core(d: DriverRelease) -> _UbuntuCore:
-    b = d.branch
     compute = _ubuntu_package(
         d,
-        f"libnvidia-compute-{b}",
+        _ubuntu_name(d, "libnvidia-compute"),
         "NVIDIA libcompute package (libcuda, libnvidia-ml)",
         _driver_libraries(d, Format.DEB),
         exclusive_group="libnvidia-compute",
@@ -101,14 +124,14 @@ def _ubuntu_core(d: DriverRelease) -> _UbuntuCore:
         compute=compute,
         utils=_ubuntu_package(
             d,
-            f"nvidia-utils-{b}",
+            _ubuntu_name(d, "nvidia-utils"),
             "NVIDIA driver support binaries (nvidia-smi)",
             [_nvidia_smi(d)],
             exclusive_group="nvidia-utils",
         ),
         compute_utils=_ubuntu_package(
             d,
-            f"nvidia-compute-utils-{b}",
+            _ubuntu_name(d, "nvidia-compute-utils"),
             "NVIDIA compute utilities (nvidia-persistenced)",
             _ubuntu_persistenced(d),
             depends=((Pin(compute.name, ""),),),
@@ -117,7 +140,7 @@ def _ubuntu_core(d: DriverRelease) -> _UbuntuCore:
         ),
         cfg1=_empty(
             d,
-            f"libnvidia-cfg1-{b}",
+            _ubuntu_name(d, "libnvidia-cfg1"),
             "NVIDIA binary OpenGL/GLX configuration library",
             group="libnvidia-cfg1-any",
         ),
@@ -129,17 +152,16 @@ def _ubuntu_core(d: DriverRelease) -> _UbuntuCore:
 
 def _ubuntu_kernel(d: DriverRelease) -> tuple[Package, dict[str, Package], dict[str, Package]]:
     """nvidia-kernel-common-<b>, and nvidia-kernel-source-<b> and nvidia-dkms-<b> by flavour."""
-    b = d.branch
     common = _empty(
         d,
-        f"nvidia-kernel-common-{b}",
+        _ubuntu_name(d, "nvidia-kernel-common"),
         "Shared files used with the kernel module",
         group="nvidia-kernel-common",
     )
     sources = {
         flavour: _empty(
             d,
-            f"nvidia-kernel-source-{b}{flavour}",
+            _ubuntu_name(d, "nvidia-kernel-source", flavour),
             "NVIDIA kernel source package",
             group="nvidia-kernel-source",
         )
@@ -148,7 +170,7 @@ def _ubuntu_kernel(d: DriverRelease) -> tuple[Package, dict[str, Package], dict[
     dkms = {
         flavour: _empty(
             d,
-            f"nvidia-dkms-{b}{flavour}",
+            _ubuntu_name(d, "nvidia-dkms", flavour),
             f"NVIDIA DKMS package ({'open' if flavour else 'proprietary'} kernel modules)",
             sources[flavour],
             common,
@@ -164,7 +186,7 @@ def _ubuntu_headless(d: DriverRelease, core: _UbuntuCore) -> list[Package]:
     no_dkms = {
         flavour: _empty(
             d,
-            f"nvidia-headless-no-dkms-{d.branch}{flavour}",
+            _ubuntu_name(d, "nvidia-headless-no-dkms", flavour),
             "NVIDIA headless metapackage - no DKMS",
             core.common,
             core.sources[flavour],
@@ -177,7 +199,7 @@ def _ubuntu_headless(d: DriverRelease, core: _UbuntuCore) -> list[Package]:
     headless = [
         _ubuntu_package(
             d,
-            f"nvidia-headless-{d.branch}{flavour}",
+            _ubuntu_name(d, "nvidia-headless", flavour),
             "NVIDIA headless metapackage",
             [],
             depends=((Pin(no_dkms[flavour].name, ""),), (Pin(core.dkms[flavour].name, ""),)),
@@ -191,30 +213,37 @@ def _ubuntu_headless(d: DriverRelease, core: _UbuntuCore) -> list[Package]:
 def _ubuntu_desktop(d: DriverRelease, core: _UbuntuCore) -> tuple[list[Package], list[Package]]:
     """The desktop stack nvidia-driver-<b> adds (empty packages with the real names and dependencies), and
     nvidia-driver-<b> of each flavour on it."""
-    b = d.branch
     gl = _empty(
         d,
-        f"libnvidia-gl-{b}",
+        _ubuntu_name(d, "libnvidia-gl"),
         "NVIDIA OpenGL/GLX/EGL/GLES GLVND libraries and Vulkan ICD",
         group="libnvidia-gl",
     )
     extra = _empty(
-        d, f"libnvidia-extra-{b}", "Extra libraries for the NVIDIA driver", group="libnvidia-extra"
+        d,
+        _ubuntu_name(d, "libnvidia-extra"),
+        "Extra libraries for the NVIDIA driver",
+        group="libnvidia-extra",
     )
     decode = _empty(
         d,
-        f"libnvidia-decode-{b}",
+        _ubuntu_name(d, "libnvidia-decode"),
         "NVIDIA Video Decoding runtime libraries",
         core.compute,
         group="libnvidia-decode",
     )
     encode = _empty(
-        d, f"libnvidia-encode-{b}", "NVENC Video Encoding runtime library", group="libnvidia-encode"
+        d,
+        _ubuntu_name(d, "libnvidia-encode"),
+        "NVENC Video Encoding runtime library",
+        group="libnvidia-encode",
     )
-    fbc1 = _empty(d, f"libnvidia-fbc1-{b}", "NVIDIA OpenGL-based Framebuffer Capture runtime library")
+    fbc1 = _empty(
+        d, _ubuntu_name(d, "libnvidia-fbc1"), "NVIDIA OpenGL-based Framebuffer Capture runtime library"
+    )
     xserver = _empty(
         d,
-        f"xserver-xorg-video-nvidia-{b}",
+        _ubuntu_name(d, "xserver-xorg-video-nvidia"),
         "NVIDIA binary Xorg driver",
         core.cfg1,
         group="nvidia-driver-binary",
@@ -236,7 +265,7 @@ def _ubuntu_desktop(d: DriverRelease, core: _UbuntuCore) -> tuple[list[Package],
     drivers = [
         _empty(
             d,
-            f"nvidia-driver-{b}{flavour}",
+            _ubuntu_name(d, "nvidia-driver", flavour),
             "NVIDIA driver metapackage",
             *stack,
             core.dkms[flavour],
@@ -389,9 +418,10 @@ def rpm_driver(d: DriverRelease) -> list[Package]:
         [],
         depends=(exact(driver), exact(smi), exact(libs), exact(persistenced)),
     )
-    fabric = package(
-        fmt, v, "1", "nvidia-fabric-manager", "NVIDIA fabric manager (NVSwitch systems)", _fabricmanager(d)
-    )
+    # nvidia-fabric-manager up to R575, nvidia-fabricmanager from R580 (NVIDIA/gpu-driver-container
+    # rhel8/install.sh and rhel9/install.sh, commit 038c8b5f46c24e323485d0dd823ce435c1f19c9b).
+    fabric_name = "nvidia-fabricmanager" if int(d.branch) >= 580 else "nvidia-fabric-manager"
+    fabric = package(fmt, v, "1", fabric_name, "NVIDIA fabric manager (NVSwitch systems)", _fabricmanager(d))
     return [libs, cuda_libs, kmod_common, latest, open_, driver, persistenced, smi, cuda_drivers, fabric]
 
 

@@ -17,12 +17,18 @@ def rpm_packages(catalogue: Catalogue) -> list[Package]:
     return _packages(catalogue, Format.RPM)
 
 
+# The rpm repositories hold the driver branches whose dnf module metadata (streams, profiles, defaults) is
+# recorded (tests/recorded/el-module-streams.yaml: 535, 550, 570); NVIDIA's rhel streams of later branches
+# are not recorded, so the rpm stand-ins stop there while the apt ones go on (R590's new Ubuntu names).
+RPM_DRIVER_BRANCHES = ("535", "550", "570")
+
+
 def _packages(catalogue: Catalogue, fmt: Format) -> list[Package]:
     packages: list[Package] = []
     for d in catalogue.drivers:
         if fmt is Format.DEB:  # one apt repository holds both naming schemes; the names do not clash
             packages += drivers.deb_driver(d) + drivers.deb_driver_debian(d)
-        else:
+        elif d.branch in RPM_DRIVER_BRANCHES:
             packages += drivers.rpm_driver(d)
     for c in catalogue.cuda:
         packages += cuda.cuda_toolkit(c, fmt)

@@ -85,7 +85,7 @@ def test_packages_list_nvidia_names_at_exact_versions(built: MirrorContent) -> N
     driver = next(p for p in packages if p["Package"] == "nvidia-driver-550")
     assert "xserver-xorg-video-nvidia-550 (= 550.127.08-1)" in driver["Depends"]
     # NVIDIA's debian12 names: one name for every branch, each branch a version of it.
-    branches = {"535.216.03-1", "550.127.08-1", "570.124.06-1"}
+    branches = {f"{d.version}-1" for d in CATALOGUE.drivers}
     for name in DEBIAN_DRIVER_NAMES:
         assert versions[name] == branches, name
     cuda = next(
@@ -153,7 +153,8 @@ def test_apt_installs_the_debian_names_of_the_locked_branch_only_with_the_versio
 
     unpinned = run("apt-get", *options, "-s", "install", *wanted)
     assert unpinned.returncode != 0  # apt takes the newest nvidia-smi etc., which the 550 metapackage refuses
-    assert "570.124.06-1" in unpinned.stdout + unpinned.stderr
+    newest = max(CATALOGUE.drivers, key=lambda d: int(d.branch))
+    assert f"{newest.version}-1" in unpinned.stdout + unpinned.stderr
 
     (tmp_path / "preferences.d" / "gpuprov-nvidia-driver").write_text(
         "Package: nvidia-* libnvidia-* libcuda* libnvcuvid* firmware-nvidia-*\n"
@@ -165,6 +166,65 @@ def test_apt_installs_the_debian_names_of_the_locked_branch_only_with_the_versio
     expected = {"nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1"}
     expected.add("nvidia-persistenced")
     assert installed == {(name, "550.127.08-1") for name in expected}
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt")
+def test_apt_installs_the_r590_ubuntu_names_and_they_replace_an_older_branchs(
+    built: MirrorContent, keyring: Path, served: str, tmp_path: Path
+) -> None:
+    """From R590 the Ubuntu names carry no branch (Driver Installation Guide r590, 4.1.1): with the role's
+    pin, the branch-less headless set installs at 590.48.01. Over an installed, held R570 set apt's resolver
+    alone gives up ("generated breaks"); the role's one transaction, the new names plus the old ones marked
+    for removal ("name-"), replaces the whole set."""
+    options = _apt_options(tmp_path, keyring, f"{served}/cuda/repos/ubuntu2204/x86_64/")
+    assert run("apt-get", *options, "update").returncode == 0
+    (tmp_path / "preferences.d" / "gpuprov-nvidia-driver").write_text(
+        "Package: nvidia-* libnvidia-* libcuda* libnvcuvid* firmware-nvidia-* xserver-xorg-video-nvidia*\n"
+        "Pin: version 590.48.01-*\nPin-Priority: 1001\n"
+    )
+    fresh = run(
+        "apt-get", *options, "-s", "install", "nvidia-headless-open=590.48.01-1", "nvidia-utils=590.48.01-1"
+    )
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    installed = set(re.findall(r"^Inst (\S+) \((\S+) NVIDIA CUDA:ubuntu2204", fresh.stdout, re.MULTILINE))
+    names = (
+        "nvidia-headless-open nvidia-headless-no-dkms-open nvidia-dkms-open nvidia-kernel-source-open "
+        "nvidia-kernel-common nvidia-utils libnvidia-compute nvidia-compute-utils libnvidia-cfg1"
+    )
+    assert installed == {(name, "590.48.01-1") for name in names.split()}
+
+    # An R570 set as dpkg would record it, then the same install: every per-branch package goes.
+    # "nvidia-dkms-open" -> "nvidia-dkms-570-open", "nvidia-utils" -> "nvidia-utils-570"
+    r570 = {re.sub(r"(-open)?$", r"-570\1", n, count=1) for n in names.split()}
+    old = [p for p in standins.deb_packages(CATALOGUE) if p.version == "570.124.06" and p.name in r570]
+    assert len(old) == 9
+    (tmp_path / "status").write_text(
+        "".join(
+            f"Package: {p.name}\nStatus: hold ok installed\nVersion: {p.evr}\nArchitecture: amd64\n"
+            f"{_control_relations(built, p.name, p.evr)}\n"
+            for p in old
+        )
+    )
+    wanted = [f"{name}=590.48.01-1" for name in names.split()]
+    held = ["--allow-change-held-packages"]
+    alone = run("apt-get", *options, "-s", *held, "install", *wanted)
+    assert alone.returncode != 0 and "generated breaks" in alone.stderr, alone.stdout + alone.stderr
+    switch = run("apt-get", *options, "-s", *held, "install", *wanted, *(f"{p.name}-" for p in old))
+    assert switch.returncode == 0, switch.stdout + switch.stderr
+    removed = set(re.findall(r"^Remv (\S+) \[570\.124\.06-1\]", switch.stdout, re.MULTILINE))
+    assert removed == {p.name for p in old}, switch.stdout
+    installed = set(re.findall(r"^Inst (\S+) \((\S+) NVIDIA CUDA:ubuntu2204", switch.stdout, re.MULTILINE))
+    assert installed == {(name, "590.48.01-1") for name in names.split()}
+
+
+def _control_relations(built: MirrorContent, name: str, evr: str) -> str:
+    """The Depends/Provides/Conflicts/Replaces lines of a package as the repository's index lists them."""
+    for p in paragraphs(repo(built, "ubuntu2204") / "Packages"):
+        if p["Package"] == name and p["Version"] == evr:
+            fields = ("Depends", "Provides", "Conflicts", "Replaces")
+            return "".join(f"{f}: {p[f]}\n" for f in fields if f in p)
+    raise AssertionError(f"{name} {evr} not in the index")
 
 
 def _apt_options(tmp_path: Path, keyring: Path, url: str) -> list[str]:
