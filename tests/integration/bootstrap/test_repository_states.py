@@ -89,7 +89,7 @@ def assert_apt_works(sandbox: Sandbox, node: str) -> None:
 def dnf_repos_of_url(sandbox: Sandbox, node: str) -> list[str]:
     """The enabled repository ids whose baseurl is the rhel9 repository (dnf's own view)."""
     url = f"{SANDBOX_REPOS_URL}/rhel9/x86_64"
-    listing = sh(sandbox, node, "dnf -q repolist -v --enabled 2>/dev/null || true")
+    listing = sh(sandbox, node, "dnf repolist -v --enabled 2>/dev/null || true")
     ids, current = [], None
     for line in listing.splitlines():
         if line.startswith("Repo-id"):
