@@ -64,8 +64,8 @@ def nodes(mixed_sandbox: Sandbox) -> Iterator[Sandbox]:
         sh(mixed_sandbox, node, "apt-get update -q")
 
 
-def run_role(sandbox: Sandbox) -> dict[str, dict[str, int]]:
-    result = bootstrap(sandbox, "-e", f"@{LOCK}", "--json", playbook=PLAYBOOK)
+def run_role(sandbox: Sandbox, *args: str) -> dict[str, dict[str, int]]:
+    result = bootstrap(sandbox, "-e", f"@{LOCK}", "--json", *args, playbook=PLAYBOOK)
     assert result.returncode == 0, result.stderr[-3000:]
     hosts: dict[str, dict[str, int]] = result.summary()["hosts"]
     assert all(host["failed"] == 0 for host in hosts.values()), hosts
@@ -111,6 +111,12 @@ def test_bootstrapped_host_that_then_got_cuda_keyring_converges(nodes: Sandbox) 
     repo_file = f"{SANDBOX_REPOS_URL}/rhel9/x86_64/cuda-rhel9.repo"
     sh(nodes, DNF_NODE, fetch(repo_file, "/etc/yum.repos.d/cuda-rhel9.repo"))
     assert sorted(dnf_repos_of_url(nodes, DNF_NODE)) == ["cuda-rhel9-x86_64", "nvidia-cuda"]
+
+    # --check on the broken hosts: reports the change, writes nothing (apt still refuses its sources).
+    before = sh(nodes, "node1", f"ls {LISTS}; md5sum {LISTS}/*")
+    predicted = run_role(nodes, "--check")
+    assert all(predicted[node]["changed"] for node in [*APT_NODES, DNF_NODE]), predicted
+    assert sh(nodes, "node1", f"ls {LISTS}; md5sum {LISTS}/*") == before
 
     first = run_role(nodes)
     assert all(first[node]["changed"] for node in [*APT_NODES, DNF_NODE]), first
