@@ -120,7 +120,7 @@ def test_bootstrapped_host_that_then_got_cuda_keyring_converges(nodes: Sandbox) 
         assert active_apt_entries(nodes, node) == [f"{LISTS}/cuda-{repo}-x86_64.list"]
     ids = dnf_repo_ids(nodes, DNF_NODE)
     assert "cuda-rhel9-x86_64" not in ids and ids.count("nvidia-cuda") == 1, ids
-    sh(nodes, DNF_NODE, "dnf -q makecache")
+    sh(nodes, DNF_NODE, "dnf -y -q makecache")  # -y: accept the metadata key the role wrote (repo_gpgcheck)
 
     again = run_role(nodes)
     assert {node: host["changed"] for node, host in again.items()} == dict.fromkeys(again, 0), again
@@ -159,7 +159,7 @@ def test_entries_that_lower_verification_give_way_to_gpuprovs(nodes: Sandbox) ->
     ids = dnf_repo_ids(nodes, DNF_NODE)
     assert "cuda-copy" not in ids and ids.count("nvidia-cuda") == 1, ids
     assert "gpgcheck = 1" in sh(nodes, DNF_NODE, "cat /etc/yum.repos.d/nvidia-cuda.repo")
-    sh(nodes, DNF_NODE, "dnf -q makecache")
+    sh(nodes, DNF_NODE, "dnf -y -q makecache")  # -y: accept the metadata key the role wrote (repo_gpgcheck)
 
     again = run_role(nodes)
     assert {node: host["changed"] for node, host in again.items()} == dict.fromkeys(again, 0), again
