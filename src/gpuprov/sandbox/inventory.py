@@ -12,6 +12,7 @@ import yaml
 
 from gpuprov import resources
 from gpuprov.sandbox import standins
+from gpuprov.sandbox.standins.keyring import SANDBOX_REPOS_URL
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def _node_vars(ctx: InventoryContext) -> list[str]:
         # The NVIDIA roles: the mirror's CUDA repositories and their key (file named like NVIDIA's
         # 3bf863cc.pub), metadata signatures checked too. Containers run the host's kernel (no headers to
         # install), have no GPUs, and cannot reboot: the roles report "reboot required" instead.
-        f"nvidia_repository_base_url={ctx.mirror_url}/cuda/repos",
+        f"nvidia_repository_base_url={SANDBOX_REPOS_URL}",  # the URL the stand-in cuda-keyring names too
         f"nvidia_repository_key_file={ctx.mirror_key_fingerprint[-8:].lower()}.pub",
         f"nvidia_repository_key_fingerprint={ctx.mirror_key_fingerprint}",
         "nvidia_repository_metadata_gpgcheck=true",

@@ -6,6 +6,7 @@ HTTP. It mimics NVIDIA's CUDA repository layout, so one base-URL variable points
     cuda/repos/{debian12,ubuntu2004,ubuntu2204,ubuntu2404}/x86_64/   flat apt repositories, signed
     cuda/repos/{rhel8,rhel9}/x86_64/                                  rpm repositories, signed rpms and repomd
     cuda/repos/*/x86_64/<keyid>.pub                                   the public key, as NVIDIA's 3bf863cc.pub
+    cuda/repos/{rhel8,rhel9}/x86_64/cuda-<os>.repo                    NVIDIA's .repo file, naming the mirror
     keys/gpuprov-sandbox.asc                                          the same key
     libnvidia-container/stable/{deb/amd64,rpm/x86_64}/, .../gpgkey    the container toolkit's repository
     rocky/9/AppStream/x86_64/os/                                      rocky9 nodes' stand-in rpms: podman,
@@ -60,7 +61,7 @@ from gpuprov.sandbox import (
     ubuntu_openmpi,
 )
 from gpuprov.sandbox.standins import CATALOGUE, Catalogue, File, Format, Package, Pin
-from gpuprov.sandbox.standins.keyring import cuda_keyring
+from gpuprov.sandbox.standins.keyring import cuda_keyring, repo_file, repo_file_name
 
 # The sandbox's nodes (gpuprov.sandbox.images: debian12, ubuntu22.04, rocky9) use debian12, ubuntu2204 and
 # rhel9, which carry the sandbox lock's CUDA (12.4.1, playbooks/vars/sandbox_lock.yml). NVIDIA's ubuntu2404
@@ -474,6 +475,9 @@ def _publish_key(out: Path, key: SigningKey) -> None:
     name = MirrorContent(out, key.fingerprint).key_file_name
     for repo in (*APT_REPOS, *RPM_REPOS):
         (_repo_dir(out, repo) / name).write_text(public)
+    # The .repo file NVIDIA's guide adds with `dnf config-manager --add-repo`, beside the key it names.
+    for repo in RPM_REPOS:
+        (_repo_dir(out, repo) / repo_file_name(repo)).write_text(repo_file(repo, name))
 
 
 # --------------------------------------------------------------------------------------------------------

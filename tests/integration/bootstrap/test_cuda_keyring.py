@@ -1,8 +1,7 @@
 """A host imaged with NVIDIA's cuda-keyring (as many cloud GPU images are): bootstrap must not break apt.
 
-The node installs the mirror's stand-in cuda-keyring (NVIDIA's file list and entry, see
-gpuprov.sandbox.standins.keyring) and points its entry at the sandbox mirror, as a site with a mirror
-rewrites it (`sed -i s/developer.download.nvidia.com/<mirror>/ /etc/apt/sources.list.d/cuda-*.list`).
+The node installs the mirror's stand-in cuda-keyring (NVIDIA's file list and entry, naming the sandbox mirror
+where NVIDIA's names developer.download.nvidia.com, see gpuprov.sandbox.standins.keyring).
 gpuprov's own entry for the same URL with another keyring would make apt abort ("Conflicting values set
 for option Signed-By"); the role adopts the entry, whose keyring holds exactly the verified key. Then an
 entry of the URL signed by nothing gpuprov verified is replaced. One debian12 node; the driver and cuda
@@ -11,12 +10,12 @@ roles only (playbooks/driver_cuda.yml).
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Iterator
 
 import pytest
 
+from gpuprov.sandbox.standins.keyring import SANDBOX_REPOS_URL
 from tests.integration.bootstrap.conftest import HERE, LOCK, bootstrap, on_node
 from tests.integration.conftest import Sandbox, gpuprov, start_sandbox, unique_name
 
@@ -24,7 +23,6 @@ pytestmark = pytest.mark.integration
 PLAYBOOK = HERE / "playbooks" / "driver_cuda.yml"
 KEYRING_LIST = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
 GPUPROV_SOURCES = "/etc/apt/sources.list.d/nvidia-cuda.sources"
-NVIDIA_REPOS = "https://developer.download.nvidia.com/compute/cuda/repos"
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +30,6 @@ def keyring_sandbox(sandbox_env: dict[str, str]) -> Iterator[Sandbox]:
     sandbox = start_sandbox(unique_name("ckr"), sandbox_env, "--nodes", "1", "--os", "debian12")
     yield sandbox
     gpuprov("sandbox", "down", "--name", sandbox.name, env=sandbox_env, check=False)
-
-
-def mirror_url(sandbox: Sandbox) -> str:
-    match = re.search(r"gpuprov_mirror_url=(\S+)", sandbox.inventory.read_text())
-    assert match, "the sandbox inventory names its mirror"
-    return match.group(1)
 
 
 def sh(sandbox: Sandbox, script: str) -> str:
@@ -54,14 +46,9 @@ def run_roles(sandbox: Sandbox) -> dict[str, object]:
 
 
 def test_host_with_cuda_keyring_converges_and_apt_keeps_working(keyring_sandbox: Sandbox) -> None:
-    url = mirror_url(keyring_sandbox)
-    deb = f"{url}/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb"
+    deb = f"{SANDBOX_REPOS_URL}/debian12/x86_64/cuda-keyring_1.1-1_all.deb"
     fetch = f"import urllib.request as u; u.urlretrieve({deb!r}, '/tmp/cuda-keyring.deb')"
-    sh(
-        keyring_sandbox,
-        f"python3 -c {shlex.quote(fetch)} && dpkg -i /tmp/cuda-keyring.deb"
-        f" && sed -i 's#{NVIDIA_REPOS}#{url}/cuda/repos#' {KEYRING_LIST}",
-    )
+    sh(keyring_sandbox, f"python3 -c {shlex.quote(fetch)} && dpkg -i /tmp/cuda-keyring.deb")
     sh(keyring_sandbox, "apt-get update -q")  # the imaged host works before gpuprov
 
     first = run_roles(keyring_sandbox)
@@ -83,10 +70,9 @@ def test_host_with_cuda_keyring_converges_and_apt_keeps_working(keyring_sandbox:
 
 
 def test_entry_signed_by_another_keyring_is_replaced(keyring_sandbox: Sandbox) -> None:
-    url = mirror_url(keyring_sandbox)
     other = "/etc/apt/sources.list.d/other.list"
     # An entry of the same URL that trusts whatever apt's global keyrings hold: not the verified key.
-    line = shlex.quote(f"deb {url}/cuda/repos/debian12/x86_64/ /")
+    line = shlex.quote(f"deb {SANDBOX_REPOS_URL}/debian12/x86_64/ /")
     sh(keyring_sandbox, f"dpkg --purge cuda-keyring && echo {line} > {other}")
 
     first = run_roles(keyring_sandbox)

@@ -39,7 +39,7 @@ def test_inventory_points_the_nvidia_roles_at_the_mirror(tmp_path):
     parser = configparser.ConfigParser(allow_no_value=True, delimiters=("=",))
     parser.read_string(text.replace("#", ";"))
     group = parser["gpu_nodes:vars"]
-    assert group["nvidia_repository_base_url"] == "http://10.0.0.9/cuda/repos"
+    assert group["nvidia_repository_base_url"] == "http://mirror/cuda/repos"  # the mirror's network alias
     assert group["nvidia_repository_key_file"] == "aaaaaaaa.pub"  # last 8 hex of the fingerprint
     assert group["nvidia_repository_key_fingerprint"] == "A" * 40
     assert group["nvidia_repository_metadata_gpgcheck"] == "true"

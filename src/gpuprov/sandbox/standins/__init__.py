@@ -18,7 +18,7 @@ gpuprov.sandbox.mirror builds and signs them. The installed tools are the shell 
 - drivers.py: the driver's packages, with the names of NVIDIA's Ubuntu, Debian and RHEL repositories.
 - cuda.py: the CUDA toolkit, cuDNN and NCCL.
 - tools.py: DCGM and the container toolkit.
-- keyring.py: NVIDIA's cuda-keyring package: the repository entry and key.
+- keyring.py: NVIDIA's cuda-keyring package (the repository entry and key) and cuda-<os>.repo.
 - elf.py: a shared library with a real soname and no code.
 - shell.py: the stand-in programs (programs/, POSIX sh) filled in per package.
 - smi_layout.py: nvidia-smi's summary table per driver branch, as recorded.

@@ -1,4 +1,4 @@
-"""The stand-in of NVIDIA's cuda-keyring package: the repository entry and key of NVIDIA's install guide.
+"""The repository entries NVIDIA's install guide has a host add: cuda-keyring (apt), cuda-<os>.repo (dnf).
 
 cuda-keyring 1.1-1 (Architecture all, one per repository directory, e.g.
 developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb) installs, as
@@ -20,6 +20,15 @@ cuda-keyring build instructions). The keyring is a binary OpenPGP keyring (.gpg)
 here the sandbox mirror's key, which stands in for NVIDIA's 3bf863cc. The pin file is shipped for the
 ubuntu* repositories only: the listing above is an Ubuntu one, the debian12 package's was not checked.
 The changelog is left out (its text is not recorded); the STANDIN note takes its directory.
+
+On EL, NVIDIA's guide runs `dnf config-manager --add-repo <repository>/cuda-rhel9.repo`; that file
+(tests/recorded/nvidia-repository/cuda-rhel9.repo, with its sources) is one section named after the directory,
+`[cuda-rhel9-x86_64]`, its name the same, baseurl the repository, enabled=1, gpgcheck=1 and gpgkey the
+repository's key file (D42D0685.pub) by URL.
+
+The stand-ins name the sandbox mirror where NVIDIA's name developer.download.nvidia.com (SANDBOX_REPOS_URL),
+as the mirror's copy of Debian's archive does: a host that installs them meets the same URL gpuprov's role
+is pointed at, as a host of NVIDIA's repository would.
 """
 
 from __future__ import annotations
@@ -28,6 +37,10 @@ from gpuprov.sandbox.standins.model import Entry, File, Format, Package
 from gpuprov.sandbox.standins.parts import package
 
 NVIDIA_REPOS_URL = "https://developer.download.nvidia.com/compute/cuda/repos"
+# The mirror's CUDA repositories as the nodes reach them: the mirror container's network alias "mirror"
+# (sandbox/cluster.py), which outlives a re-created mirror's new address. The sandbox inventory points the
+# nvidia_repository role here too.
+SANDBOX_REPOS_URL = "http://mirror/cuda/repos"
 KEYRING_PATH = "/usr/share/keyrings/cuda-archive-keyring.gpg"
 VERSION, RELEASE = "1.1", "1"
 
@@ -51,12 +64,25 @@ def sources_file(repo: str, arch_dir: str = "x86_64") -> str:
     return f"/etc/apt/sources.list.d/cuda-{repo}-{arch_dir}.list"
 
 
-def sources_line(repo: str, base_url: str = NVIDIA_REPOS_URL, arch_dir: str = "x86_64") -> str:
+def sources_line(repo: str, base_url: str = SANDBOX_REPOS_URL, arch_dir: str = "x86_64") -> str:
     return f"deb [signed-by={KEYRING_PATH}] {base_url}/{repo}/{arch_dir}/ /\n"
 
 
+def repo_file_name(repo: str) -> str:
+    """ "cuda-rhel9.repo": the file in each rpm repository directory for `dnf config-manager --add-repo`."""
+    return f"cuda-{repo}.repo"
+
+
+def repo_file(repo: str, key_file: str, base_url: str = SANDBOX_REPOS_URL, arch_dir: str = "x86_64") -> str:
+    """cuda-<repo>.repo as NVIDIA serves it, naming the key file KEY_FILE (NVIDIA's: D42D0685.pub)."""
+    url = f"{base_url}/{repo}/{arch_dir}"
+    section = f"cuda-{repo}-{arch_dir}"
+    return f"[{section}]\nname={section}\nbaseurl={url}\nenabled=1\ngpgcheck=1\ngpgkey={url}/{key_file}\n"
+
+
 def cuda_keyring(repo: str, keyring: bytes) -> Package:
-    """cuda-keyring 1.1-1 of NVIDIA's repository directory `repo` (debian12, ubuntu2204 ...)."""
+    """cuda-keyring 1.1-1 of NVIDIA's repository directory `repo` (debian12, ubuntu2204 ...), its entry naming
+    the sandbox mirror."""
     entries: list[Entry] = [
         File(sources_file(repo), sources_line(repo).encode()),
         File(KEYRING_PATH, keyring),

@@ -315,7 +315,7 @@ def test_cuda_keyring_has_nvidias_shape_and_the_mirror_key(
         root = extract(deb, tmp_path / name)
         assert (root / f"etc/apt/sources.list.d/cuda-{name}-x86_64.list").read_text() == (
             "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
-            f"https://developer.download.nvidia.com/compute/cuda/repos/{name}/x86_64/ /\n"
+            f"http://mirror/cuda/repos/{name}/x86_64/ /\n"  # the mirror's alias in place of NVIDIA's host
         )
         # A binary keyring holding the mirror's key (NVIDIA's holds 3bf863cc), as apt's signed-by reads it.
         assert (root / "usr/share/keyrings/cuda-archive-keyring.gpg").read_bytes() == keyring.read_bytes()
