@@ -58,10 +58,16 @@ def env_state() -> str:
     return digest.hexdigest()
 
 
+MARK_DIR_VARIABLE = "GPUPROV_IMPORT_MARK_DIR"
+
+
 def import_mark() -> str:
-    """Where a host keeps the env_state of this interpreter's last successful `import torch`."""
+    """Where a host keeps the env_state of this interpreter's last successful `import torch`: in
+    ~/.gpuprov/torch-import-ok, or where GPUPROV_IMPORT_MARK_DIR says (launch --image's check container: a
+    directory the host keeps per image, since the container's own files go with it)."""
     name = hashlib.sha256(sys.executable.encode()).hexdigest()[:16]
-    return os.path.join(os.path.expanduser("~/.gpuprov/torch-import-ok"), name)
+    directory = os.environ.get(MARK_DIR_VARIABLE) or os.path.expanduser("~/.gpuprov/torch-import-ok")
+    return os.path.join(directory, name)
 
 
 def look() -> Dict[str, object]:

@@ -41,6 +41,16 @@ case "$1" in
     cat "$rec-image-inspect-missing.txt"; exit "$FAKE_MISSING_RC" ;;
   run)
     if [ -n "$FAKE_RUN_ERROR" ]; then cat "$rec-$FAKE_RUN_ERROR.txt"; exit 125; fi
+    args=("$@")  # -e K=V is set; a -v mount's target in a variable becomes its source (the host's dir)
+    for ((i = 0; i < ${#args[@]}; i++)); do
+      case "${args[i]}" in
+        -e) export "${args[i+1]}" ;;
+        -v) IFS=: read -r src dst _ <<< "${args[i+1]}"; mounts+=("$dst" "$src") ;;
+      esac
+    done
+    for ((i = 0; i < ${#mounts[@]}; i += 2)); do
+      [ "$GPUPROV_IMPORT_MARK_DIR" != "${mounts[i]}" ] || export GPUPROV_IMPORT_MARK_DIR="${mounts[i+1]}"
+    done
     case " $* " in *" memlock=-1:-1 "*) exec bash -c "ulimit() { echo unlimited; }; ${@: -1}" ;; esac
     exec bash -c "${@: -1}" ;;
 esac
@@ -56,7 +66,9 @@ FAKE_SUDO = r"""#!/bin/bash
 FAKE_INFO=$FAKE_ROOT_INFO exec "$@"
 """
 
-HOST_TOOLS = ("bash", "sh", "cat", "grep", "ls", "id", "awk", "df", "tr", "ldconfig", "wc", "head", "sed")
+HOST_TOOLS = (
+    "bash", "sh", "cat", "grep", "ls", "id", "awk", "df", "tr", "ldconfig", "wc", "head", "sed", "mkdir",
+)  # fmt: skip
 
 
 class FakeHosts:
@@ -155,6 +167,31 @@ def test_hosts_with_the_image_pass_in_one_round_trip_each(
     assert len(runs) == 2
     assert " ".join(container_run.run_words(version.split("-")[0], False, False)) in runs[0]
     result.close()
+    for channel in fake.channels:
+        channel.close()
+
+
+@pytest.mark.parametrize("version", [DOCKER, PODMAN])
+def test_the_image_s_good_import_is_kept_on_the_host_per_image_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    """The check container's files go with it: the host keeps the mark of its last good `import torch` in
+    a directory per image ID, so the next launch's check need not import torch again (as on bare metal)."""
+    fake = FakeHosts(tmp_path, {"node1": host_env(version)})
+    monkeypatch.setattr(ssh, "connect", fake.connect)
+    monkeypatch.setattr(ssh, "open_channel", fake.open_channel)
+    node = hosts.Host(
+        "node1", "127.0.0.1", 22, "u", None, tmp_path / "kh", vars={"gpuprov_image_python": sys.executable}
+    )
+    importing = []
+    for _ in range(2):
+        result = preflight.run([node], "127.0.0.1", None, Nproc("auto"), ContainerImage(IMAGE))
+        importing.append(result.checks[0].importing)
+        result.close()
+    assert importing == [True, False]
+    image_id = (RECORDED / f"{version}-image-inspect-id.txt").read_text().strip().removeprefix("sha256:")
+    assert len(list((tmp_path / ".gpuprov" / "image-imports" / image_id).iterdir())) == 1
+    assert not (tmp_path / ".gpuprov" / "torch-import-ok").exists()  # not the host env's mark
     for channel in fake.channels:
         channel.close()
 

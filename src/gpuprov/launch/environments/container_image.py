@@ -41,6 +41,9 @@ IMAGE_PYTHON_VARIABLE = "gpuprov_image_python"
 ROLE_HINT = "apply the container_runtime role (`gpuprov bootstrap -e container_runtime_enabled=true`)"
 MIN_SHM_KIB = 1024 * 1024  # 1 GiB: below it NCCL's shared-memory transport fails (nccl#290, #342)
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
+IMPORT_MARKS = ".gpuprov/image-imports"  # under the user's home on each host: a directory per image ID
+MARK_MOUNT = "/run/gpuprov-import-mark"  # where the check container sees it
+MARK_DIR_VARIABLE = "GPUPROV_IMPORT_MARK_DIR"  # onhost/probe.py reads it
 # How long the check may be silent: creating the check container copies the image where the engine stores
 # it with vfs, which a site may choose (a 1.19 GB image took over two minutes on a loaded machine); with
 # overlay2/overlay it takes about a second, and a check that answers sooner ends the wait sooner.
@@ -209,7 +212,13 @@ def _inside_command(image_python: str) -> str:
             'ib=0; [ -n "$(ls /dev/infiniband 2>/dev/null)" ] && ib=1',
             *container_run.flags_case("engine", "g", "ib"),
             f"name=gpuprov-check-{secrets.token_hex(4)}",
-            f'$run run --rm -i --name "$name" $flags "$id" sh -c {q(inside)} 2>&1; r=$?; '
+            # The image's last good `import torch`, kept on the host per image ID (probe.py's mark): the
+            # check container's own files go with it, and without the mark every launch imports torch.
+            f'marks="$HOME/{IMPORT_MARKS}/${{id#sha256:}}"; mkdir -p "$marks" 2>/dev/null || marks=',
+            'case "$marks" in *[[:space:]]*) marks= ;; esac  # $keep is split into words below',
+            'keep=""; [ -z "$marks" ] || keep="-v $marks:'
+            + f'{MARK_MOUNT}:z -e {MARK_DIR_VARIABLE}={MARK_MOUNT}"',
+            f'$run run --rm -i --name "$name" $flags $keep "$id" sh -c {q(inside)} 2>&1; r=$?; '
             f'echo "{SECTION}end $r"',
         ]
     )
