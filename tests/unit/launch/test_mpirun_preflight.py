@@ -161,6 +161,20 @@ def test_different_nccl_interfaces_are_refused_and_gloo_ones_are_not(
     ), refused.problems
 
 
+def test_the_master_takes_the_interface_holding_the_address_its_peers_reach(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The master's route is toward the master address (gpuprov_master_addr may be a cluster network's),
+    the workers' toward it too, so both ends of gloo's connections use that network."""
+    _, result = _preflight(tmp_path, monkeypatch, {"node1": OPEN_MPI_414, "node2": OPEN_MPI_414})
+    assert isinstance(result, preflight.Preflight), result
+    master, worker = (check.route for check in result.checks)
+    assert master is not None and worker is not None
+    assert (master.toward, master.source, master.ifname) == ("127.0.0.1", "127.0.0.1", "lo")
+    assert (worker.toward, worker.ifname) == ("127.0.0.1", "lo")
+    result.close()
+
+
 def test_no_mpirun_names_the_hosts_and_the_role(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, result = _preflight(tmp_path, monkeypatch, {"node1": OPEN_MPI_414, "node2": None, "node3": None})
     assert isinstance(result, preflight.PreflightFailed)
