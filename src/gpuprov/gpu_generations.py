@@ -152,8 +152,12 @@ def _row(tables: Tables, generation: str | None) -> Mapping[str, Any]:
     return next((r for r in _generations(tables) if r["name"] == generation), {})
 
 
+def _numbers(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
 def _driver_reasons(known: list[Model], stack: Mapping[str, Any], tables: Tables) -> list[str]:
-    branch = str(stack["driver_branch"])
+    branch, version = str(stack["driver_branch"]), str(stack["driver_version"])
     reasons = []
     for generation in _distinct(known):
         last = _row(tables, generation).get("last_driver_branch")
@@ -161,6 +165,11 @@ def _driver_reasons(known: list[Model], stack: Mapping[str, Any], tables: Tables
             reasons.append(
                 f"driver_branch {branch}: R{last} is the last driver branch for {generation}; "
                 f"lock driver_branch {last} or older"
+            )
+        first = _row(tables, generation).get("first_driver")
+        if first is not None and _numbers(version) < _numbers(str(first)):
+            reasons.append(
+                f"driver_version {version}: {generation} needs driver {first} or newer; lock a newer driver"
             )
     return reasons
 
@@ -178,6 +187,12 @@ def _cuda_reasons(
             reasons.append(
                 f"cuda_version {cuda}: CUDA {last}.x is the last for {generation}; "
                 f"lock a CUDA {last}.x release{newest} with the cuDNN, NCCL and PyTorch that fit it"
+            )
+        first = _row(tables, generation).get("first_cuda")
+        if first is not None and _numbers(cuda)[:2] < _numbers(str(first)):
+            reasons.append(
+                f"cuda_version {cuda}: {generation} needs CUDA {first} or newer; lock CUDA {first} or newer "
+                "with the driver, cuDNN, NCCL and PyTorch that fit it"
             )
     return reasons
 
@@ -213,6 +228,16 @@ def _wheel_reasons(known: list[Model], stack: Mapping[str, Any], tables: Tables)
     reasons = []
     for row in tables.generations.get("pytorch_wheels", []):
         if int(row["cuda_major"]) != major:
+            continue
+        if "newest" in row and tag in row.get("tags", []):
+            newest = str(row["newest"])
+            newer = [g for g in _distinct(known) if _order(tables, g) > _order(tables, newest)]
+            if newer:
+                reasons.append(
+                    f"pytorch_cuda_tag {tag}: PyTorch's {tag} wheels carry kernels up to {newest}, not "
+                    f"{' or '.join(newer)}; lock a newer wheel tag (cu128 or later, with a CUDA lock it fits)"
+                )
+        if "oldest" not in row:
             continue
         oldest = str(row["oldest"])
         older = [g for g in _distinct(known) if _order(tables, g) < _order(tables, oldest)]

@@ -19,6 +19,7 @@ from typing import Any
 # The keys of the role's vars/main.yml this module reads.
 OS_PYTHONS = "__python_env_os_pythons"
 EXTRA_PYTHONS = "__python_env_os_extra_pythons"
+EXTRA_SINCE = "__python_env_os_extra_pythons_since"
 PYTORCH_PYTHONS = "__python_env_pytorch_pythons"
 # /etc/os-release IDs of the EL family, whose facts are kept under "RedHat-<major>" as Ansible's os_family.
 EL_IDS = ("rocky", "rhel", "almalinux", "centos")
@@ -67,16 +68,27 @@ def choose(
     pytorch_version: str,
     wheel_pythons: Sequence[str],
     facts: Mapping[str, Any],
+    os_version: str = "",
 ) -> Choice:
-    """The newest Python of the OS (its python3, then what its repositories add) that the locked PyTorch
-    publishes wheels for and the wheel index carries (`wheel_pythons`, empty: every one); the pinned one
-    when `pinned` is set. `pytorch_version` empty: no PyTorch, any Python fits."""
+    """The newest Python of the OS (its python3, then what its repositories add, those of its minor
+    release: `os_version`, "9.3"; without a minor, as CentOS Stream's "9": every one) that the locked PyTorch publishes wheels for and the
+    wheel index carries (`wheel_pythons`, empty: every one); the pinned one when `pinned` is set.
+    `pytorch_version` empty: no PyTorch, any Python fits."""
     os_python = next((str(facts[OS_PYTHONS][k]) for k in keys if k in facts[OS_PYTHONS]), "")
     extras: Mapping[str, str] = next(
         (facts[EXTRA_PYTHONS][k] for k in keys if k in facts.get(EXTRA_PYTHONS, {})), {}
     )
+    since: Mapping[str, str] = next(
+        (facts[EXTRA_SINCE][k] for k in keys if k in facts.get(EXTRA_SINCE, {})), {}
+    )
     offered = {os_python: "python3"} if os_python else {}
-    offered.update({str(v): str(p) for v, p in extras.items()})
+    offered.update(
+        {
+            str(v): str(p)
+            for v, p in extras.items()
+            if len(_key(os_version)) < 2 or _key(os_version)[:2] >= _key(str(since.get(v, "0")))
+        }
+    )
     supported = pytorch_range(pytorch_version, facts[PYTORCH_PYTHONS]) if pytorch_version else None
     wheels = [str(v) for v in wheel_pythons] if pytorch_version else []
     candidates = [str(pinned)] if pinned else list(offered)
@@ -154,5 +166,6 @@ def host_problem(
         pytorch_version=str(pytorch) if enabled else "",
         wheel_pythons=[str(v) for v in values[1]],
         facts=facts if facts is not None else load_facts(),
+        os_version=version,
     )
     return choice.problem

@@ -189,3 +189,24 @@ def test_every_device_row_has_a_generation_and_every_rule_a_source() -> None:
     names = [row["name"] for row in rows]
     assert TABLES.generations["open_modules_from"] in names
     assert set(TABLES.generations["proprietary_unsupported"]["generations"]) <= set(names)
+
+
+def test_a_b200_host_refuses_a_lock_from_before_blackwell_naming_each_field() -> None:
+    """CUDA 12.8 is the first toolkit for Blackwell, HGX B200 needs driver 570.133.20 or newer, and PyTorch's
+    cu126 wheels stop at Hopper (sm_90): a lock like the sample's (R550, CUDA 12.4, cu124) cannot run."""
+    old = {
+        **CUDA13, "driver_branch": "550", "driver_version": "550.127.08", "cuda_version": "12.4.1",
+        "cudnn_version": "9.5.1.17", "nccl_version": "2.21.5", "pytorch_version": "2.5.1",
+        "pytorch_cuda_tag": "cu124",
+    }  # fmt: skip
+    line, _ = check(gpus("2901", 8), old)
+    assert line is not None and line.startswith("8x B200 (Blackwell, 10de:2901): ")
+    assert "driver_version 550.127.08: Blackwell needs driver 570.133.20 or newer" in line
+    assert "cuda_version 12.4.1: Blackwell needs CUDA 12.8 or newer" in line
+    assert "pytorch_cuda_tag cu124: PyTorch's cu124 wheels carry kernels up to Hopper, not Blackwell" in line
+
+
+def test_a_b200_runs_a_cuda_13_lock_and_an_h100_runs_cu126() -> None:
+    assert check(gpus("2901", 8), CUDA13) == (None, [])
+    h100_cu126 = {**CUDA12_PROPRIETARY, "driver_flavor": "open", "pytorch_cuda_tag": "cu126"}
+    assert check(gpus("2330", 8), h100_cu126)[0] is None

@@ -40,6 +40,7 @@ def python_env_choice(
         pytorch_version=str(pytorch_version or ""),
         wheel_pythons=list(wheel_pythons or []),
         facts=facts,
+        os_version=str(ansible_facts.get("distribution_version", "")),
     )
     return {"version": choice.version, "package": choice.package, "problem": choice.problem}
 

@@ -77,6 +77,8 @@ def build_commands(
     environment = environment or environments.by_name(environments.DEFAULT)
     job_dir = f"{remote.JOBS_DIR}/{job_id}"
     peers = tuple((c.host.address, c.nproc) for c in checks)
+    envs = [host_env(c.host, opts.env, job_id, c.gpus, launcher, c.route) for c in checks]
+    shared = launcher.peers_env(envs, checks)
     return {
         check.host.name: render.HostCommand(
             job_id=job_id,
@@ -92,11 +94,11 @@ def build_commands(
             master_port=master_port,
             rdzv=opts.rdzv,
             max_restarts=opts.max_restarts,
-            env=host_env(check.host, opts.env, job_id, check.gpus, launcher, check.route),
+            env={**env, **shared},
             peers=peers,
             local_addr=interfaces.local_addr(check.route),
         )
-        for rank, check in enumerate(checks)
+        for rank, (check, env) in enumerate(zip(checks, envs, strict=True))
     }
 
 

@@ -326,8 +326,12 @@ def _master_port_and_reach(
     master = checks[0]
     assert master.answers is not None
     workers = [c for c in checks[1:] if c.answers is not None and c.torch is not None]
-    if workers:  # toward the first worker: the master's side of the job's connections
-        _ask_route(master, workers[0].host.address)
+    if workers:
+        # The interface holding the address its peers reach it on (gpuprov_master_addr may name a cluster
+        # network apart from SSH's); where that address is not its own (NAT), toward the first worker.
+        _ask_route(master, master_addr)
+        if master.route is None or master.route.source != master_addr:
+            _ask_route(master, workers[0].host.address)
     port, problems = _master_listens(master, given_port, len(workers))
     if problems:
         return 0, problems

@@ -12,9 +12,11 @@ exit status are the script's own.
 Standard library only, no import from gpuprov; parses on Python 3.6 (it runs with the job's Python).
 """
 
+import ipaddress
 import os
+import socket
 import sys
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Optional
 
 # Open MPI's name -> torchrun's name.
 MAPPING = (
@@ -23,6 +25,9 @@ MAPPING = (
     ("OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"),
     ("OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"),
 )
+# Each host's gloo interface by an address of its own (launchers/mpirun.py peers_env): mpirun's -x gives
+# every rank the first host's GLOO_SOCKET_IFNAME, and hosts may name their interfaces differently.
+GLOO_BY_ADDRESS = "GPUPROV_GLOO_IFNAMES"
 USAGE = "usage: mpirun_rank.py MASTER_ADDR MASTER_PORT SCRIPT [ARGS...] (started by Open MPI's mpirun)"
 
 
@@ -43,7 +48,32 @@ def torch_env(environ: Mapping[str, str], master_addr: str, master_port: str) ->
         env[torch_name] = environ[ompi_name]
     env["MASTER_ADDR"] = master_addr
     env["MASTER_PORT"] = master_port
+    ifname = own_gloo_ifname(environ.get(GLOO_BY_ADDRESS, ""))
+    if ifname:
+        env["GLOO_SOCKET_IFNAME"] = ifname
     return env
+
+
+def own_gloo_ifname(by_address: str) -> Optional[str]:
+    """The interface named beside an address of this host ("ADDR=IFNAME,..."). An address is this host's
+    when the kernel picks it as the source toward itself (a UDP connect sends nothing); binding would not
+    tell, where net.ipv4.ip_nonlocal_bind lets any address be bound."""
+    for pair in by_address.split(","):
+        address, sep, ifname = pair.rpartition("=")
+        if not (sep and address and ifname):
+            continue
+        try:
+            wanted = ipaddress.ip_address(address)
+            with socket.socket(
+                socket.AF_INET6 if wanted.version == 6 else socket.AF_INET, socket.SOCK_DGRAM
+            ) as s:
+                s.connect((address, 9))
+                source = ipaddress.ip_address(s.getsockname()[0])
+        except (OSError, ValueError):
+            continue
+        if source == wanted:
+            return ifname
+    return None
 
 
 def main(argv: List[str]) -> int:

@@ -36,19 +36,28 @@ from typing import Dict, List, Optional
 
 from gpuprov.onhost.sockets import accept_tokens, bind_first, send_token
 
+LINKER_CACHE = "/etc/ld.so.cache"
+
 
 def env_state() -> str:
     """A digest of what a successful `import torch` depends on, cheaply.
 
     The interpreter, the env's site-packages and torch directories (pip changes their mtimes when it
-    installs, upgrades or removes anything) and the linker cache (system libraries added or removed).
+    installs, upgrades or removes anything) and the linker cache's content (system libraries added or
+    removed; its content, not its file: NVIDIA's container hooks rewrite /etc/ld.so.cache in every new
+    container, the same content for one image and one driver).
     """
     where = sysconfig.get_paths()
-    paths = [os.path.realpath(sys.executable), where["purelib"], where["platlib"], "/etc/ld.so.cache"]
+    paths = [os.path.realpath(sys.executable), where["purelib"], where["platlib"]]
     spec = importlib.util.find_spec("torch")
     if spec is not None and spec.submodule_search_locations:
         paths += list(spec.submodule_search_locations)
     digest = hashlib.sha256(os.environ.get("LD_LIBRARY_PATH", "").encode())
+    try:
+        with open(LINKER_CACHE, "rb") as f:
+            digest.update(hashlib.sha256(f.read()).digest())
+    except OSError:
+        digest.update(b"no linker cache\n")
     for path in paths:
         try:
             st = os.stat(path)

@@ -136,7 +136,7 @@ ROLE_VARS: dict[str, Any] = {
     "ansible_facts": {"kernel": "5.15.0-91-generic"},
     "nvidia_driver_version": "550.127.05",
     "nvidia_driver_ubuntu_kernel_flavour": "generic",
-    "__nvidia_driver_apt_tail": "550-server",
+    "__nvidia_driver_apt_tail": "-550-server",
     "__nvidia_driver_precompiled_prefix": "linux-modules-nvidia-550-server-open-",
     "__nvidia_driver_precompiled_drops": "^nvidia-(dkms-|headless-(?!no-dkms-))",
     "__nvidia_driver_packages": [

@@ -51,6 +51,9 @@ class _Echo:
     def job_env(self) -> dict[str, str]:
         return {"ECHO_MARK": "1"}
 
+    def peers_env(self, envs: list[dict[str, str]], checks: list[preflight.HostCheck]) -> dict[str, str]:
+        return {"ECHO_HOSTS": str(len(envs))}
+
     def host_script(self, command: HostCommand, template: Path | None) -> str:
         return f"echo {command.host} {command.node_rank}\n"
 
@@ -63,7 +66,7 @@ def test_plan_builds_each_hosts_part_for_the_launcher_it_is_given() -> None:
     check = preflight.HostCheck(host, python="/py", gpus=0, nproc=1)
     opts = options.LaunchOptions(script=Path("/tmp/x.py"), env={"A": "1"})
     commands = plan.build_commands("20250101-000000-abcd", opts, [check], "10.0.0.1", 29500, "x.py", _Echo())
-    assert list(commands["node1"].env)[-1] == "ECHO_MARK"  # the launcher's variables come last
+    assert list(commands["node1"].env)[-2:] == ["ECHO_MARK", "ECHO_HOSTS"]  # the launcher's come last
     assert "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE" not in commands["node1"].env
     assert _Echo().host_script(commands["node1"], None) == "echo node1 0\n"
     # A host's own template is named by the launcher's inventory variable.

@@ -78,6 +78,7 @@ def _preflight(
     ssh_fails: str = "",
     gpus: int | None = None,
     nproc: Nproc = AUTO,
+    per_host_vars: dict[str, dict[str, object]] | None = None,
 ) -> tuple[PerHost, preflight.Preflight | preflight.PreflightFailed]:
     site = _torch(tmp_path / "site")
     envs = {}
@@ -101,7 +102,15 @@ def _preflight(
     if gpus is not None:
         host_vars["gpuprov_gpu_count"] = gpus
     selected = [
-        hosts.Host(n, (addresses or {}).get(n, "127.0.0.1"), 22, "u", None, tmp_path / "kh", vars=host_vars)
+        hosts.Host(
+            n,
+            (addresses or {}).get(n, "127.0.0.1"),
+            22,
+            "u",
+            None,
+            tmp_path / "kh",
+            vars={**host_vars, **(per_host_vars or {}).get(n, {})},
+        )
         for n in versions
     ]
     try:
@@ -128,6 +137,41 @@ def test_two_hosts_with_the_same_open_mpi_pass_in_one_round_trip_each(
         "-o BatchMode=yes -o ConnectTimeout=5 -i /h/key -o IdentitiesOnly=yes -o UserKnownHostsFile=/h/kh "
         "-o BatchMode=yes 127.0.0.1 true\n"
     )
+    result.close()
+
+
+def test_different_nccl_interfaces_are_refused_and_gloo_ones_are_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mpirun's -x gives every rank the first host's NCCL_SOCKET_IFNAME; gloo's each rank sets for its own
+    host (GPUPROV_GLOO_IFNAMES), so hosts may name that interface differently."""
+    versions = {"node1": OPEN_MPI_414, "node2": OPEN_MPI_414}
+    gloo = {"node1": {"gloo_socket_ifname": "lo"}, "node2": {"gloo_socket_ifname": "lo,lo"}}
+    _, passed = _preflight(tmp_path / "a", monkeypatch, versions, per_host_vars=gloo)
+    assert isinstance(passed, preflight.Preflight), passed
+    passed.close()
+    nccl = {"node1": {"nccl_socket_ifname": "eth0"}, "node2": {"nccl_socket_ifname": "ens5"}}
+    _, refused = _preflight(tmp_path / "b", monkeypatch, versions, per_host_vars=nccl)
+    assert isinstance(refused, preflight.PreflightFailed)
+    assert any(
+        p.startswith(
+            "NCCL socket interfaces (nccl_socket_ifname) differ: node2 has ens5, the other hosts eth0"
+        )
+        for p in refused.problems
+    ), refused.problems
+
+
+def test_the_master_takes_the_interface_holding_the_address_its_peers_reach(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The master's route is toward the master address (gpuprov_master_addr may be a cluster network's),
+    the workers' toward it too, so both ends of gloo's connections use that network."""
+    _, result = _preflight(tmp_path, monkeypatch, {"node1": OPEN_MPI_414, "node2": OPEN_MPI_414})
+    assert isinstance(result, preflight.Preflight), result
+    master, worker = (check.route for check in result.checks)
+    assert master is not None and worker is not None
+    assert (master.toward, master.source, master.ifname) == ("127.0.0.1", "127.0.0.1", "lo")
+    assert (worker.toward, worker.ifname) == ("127.0.0.1", "lo")
     result.close()
 
 

@@ -191,6 +191,35 @@ def test_the_shim_maps_open_mpis_variables_and_runs_the_script(tmp_path: Path) -
     assert proc.stdout == "['3', '4', '1', '2', '10.0.0.1', '29501'] ['--lr', 'a b'] True\n"
 
 
+def test_each_rank_takes_its_own_hosts_gloo_interface(tmp_path: Path) -> None:
+    """mpirun's -x gives every rank the first host's GLOO_SOCKET_IFNAME; the rank sets its own host's from
+    GPUPROV_GLOO_IFNAMES, by its own address (198.51.100.7 and 203.0.113.7, TEST-NET-2 and -3, are none of
+    this machine's)."""
+    script = tmp_path / "show.py"
+    script.write_text("import os\nprint(os.environ['GLOO_SOCKET_IFNAME'])\n")
+    ompi = {f"OMPI_COMM_WORLD_{n}": "0" for n in ("RANK", "LOCAL_RANK")}
+    ompi |= {f"OMPI_COMM_WORLD_{n}": "1" for n in ("SIZE", "LOCAL_SIZE")}
+    env = {**ompi, "GLOO_SOCKET_IFNAME": "eth0", "GPUPROV_GLOO_IFNAMES": "198.51.100.7=eth0,127.0.0.1=ens5"}
+    proc = _shim(env, "198.51.100.7", "29501", str(script))
+    assert (proc.returncode, proc.stdout) == (0, "ens5\n"), proc.stderr
+    # none of the addresses is this host's: the exported value stays
+    env["GPUPROV_GLOO_IFNAMES"] = "198.51.100.7=eth0,203.0.113.7=ens5"
+    assert _shim(env, "198.51.100.7", "29501", str(script)).stdout == "eth0\n"
+
+
+def test_hosts_that_name_their_interfaces_differently_each_get_their_own() -> None:
+    checks = []
+    for name, ifname in (("node1", "eth0"), ("node2", "ens5")):
+        host = hosts.Host(name, f"10.0.0.{name[-1]}", 22, "u", None, Path("/k"))
+        found = route(source=host.address, ifname=ifname, interfaces=["lo", ifname])
+        checks.append(preflight.HostCheck(host, python=PY, gpus=0, nproc=1, route=found))
+    opts = options.LaunchOptions(script=Path("/tmp/x.py"), launcher="mpirun")
+    commands = plan.build_commands(JOB, opts, checks, "10.0.0.1", 29501, "x.py", MPIRUN)
+    assert commands["node1"].env["GLOO_SOCKET_IFNAME"] == "eth0"
+    assert commands["node1"].env["GPUPROV_GLOO_IFNAMES"] == "10.0.0.1=eth0,10.0.0.2=ens5"
+    assert "-x GPUPROV_GLOO_IFNAMES" in MPIRUN.host_script(commands["node1"], None)
+
+
 def test_the_shim_exits_with_the_scripts_status(tmp_path: Path) -> None:
     script = tmp_path / "fail.py"
     script.write_text("raise SystemExit(3)\n")

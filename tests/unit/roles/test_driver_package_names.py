@@ -262,3 +262,12 @@ def test_the_version_pin_covers_the_r590_names() -> None:
     assert isinstance(patterns, list)
     for name in r590_debs():
         assert any(fnmatch.fnmatchcase(name, p) for p in patterns) or name == "cuda-drivers", name
+
+
+@pytest.mark.parametrize(("flavor", "suffix"), [("open", "-open"), ("proprietary", "")])
+def test_canonicals_precompiled_modules_are_named_as_ubuntu_names_them(flavor: str, suffix: str) -> None:
+    """linux-modules-nvidia-<branch>-server[-open]-<kernel release> (packages.ubuntu.com, e.g.
+    linux-modules-nvidia-580-server-open-7.0.0-1016-nvidia); the role adds the kernel release."""
+    v = role_vars("Debian.yml", **settings(flavor, source="ubuntu"))
+    assert v["__nvidia_driver_precompiled_prefix"] == f"linux-modules-nvidia-{DRIVER.branch}-server{suffix}-"
+    assert f"nvidia-kernel-common-{DRIVER.branch}-server" in v["__nvidia_driver_apt_packages"]  # type: ignore[operator]

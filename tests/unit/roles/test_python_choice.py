@@ -112,3 +112,20 @@ def test_the_role_filter_gives_the_same_choice_from_ansible_facts() -> None:
         "package": "python3.11",
         "problem": "",
     }
+
+
+@pytest.mark.parametrize(
+    ("os_version", "chosen"),
+    [("9.4", "3.12"), ("9.3", "3.11"), ("9.2", "3.11"), ("9.1", ""), ("9", "3.12")],
+)
+def test_el_offers_only_the_pythons_of_its_minor_release(os_version: str, chosen: str) -> None:
+    """python3.11 arrived in RHEL 9.2, python3.12 in 9.4 (RHEL 9 "Installing and using dynamic programming
+    languages", Table 1.1): Rocky 9.3's AppStream has no python3.12. A version without a minor (CentOS
+    Stream's "9") offers every one."""
+    choice = python_fit.choose(
+        host="h1", os_name=f"Rocky {os_version}", keys=["Rocky-9", "RedHat-9"], pinned="",
+        pytorch_version="2.13.0", wheel_pythons=[], facts=FACTS, os_version=os_version,
+    )  # fmt: skip
+    assert choice.version == chosen
+    if not chosen:  # 9.1: python3 3.9 only, and PyTorch 2.13 needs 3.10 or newer
+        assert "Rocky 9.1's Pythons 3.9 (python3) are not among them" in choice.problem

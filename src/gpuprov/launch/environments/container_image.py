@@ -216,10 +216,11 @@ def _inside_command(image_python: str) -> str:
             # check container's own files go with it, and without the mark every launch imports torch.
             f'marks="$HOME/{IMPORT_MARKS}/${{id#sha256:}}"; mkdir -p "$marks" 2>/dev/null || marks=',
             'case "$marks" in *[[:space:]]*) marks= ;; esac  # $keep is split into words below',
-            'keep=""; [ -z "$marks" ] || keep="-v $marks:'
-            + f'{MARK_MOUNT}:z -e {MARK_DIR_VARIABLE}={MARK_MOUNT}"',
-            f'$run run --rm -i --name "$name" $flags $keep "$id" sh -c {q(inside)} 2>&1; r=$?; '
-            f'echo "{SECTION}end $r"',
+            f'keep=""; [ -z "$marks" ] || keep="-v $marks:{MARK_MOUNT} -e {MARK_DIR_VARIABLE}={MARK_MOUNT}"',
+            # as the user, as the job's container runs (templates/container.sh.j2): an image whose Python
+            # only root can read fails here, and the record is the user's file
+            f'$run run --rm -i --name "$name" --user "$(id -u):$(id -g)" $flags $keep "$id" '
+            f'sh -c {q(inside)} 2>&1; r=$?; echo "{SECTION}end $r"',
         ]
     )
 

@@ -38,6 +38,11 @@ class Launcher(Protocol):
         """Variables set last in every host's environment of the job."""
         ...
 
+    def peers_env(self, envs: list[dict[str, str]], checks: list[HostCheck]) -> dict[str, str]:
+        """Variables every host's environment gets that depend on all hosts' (envs: each host's job
+        environment, in node-rank order, as checks)."""
+        ...
+
     def host_script(self, command: HostCommand, template: Path | None) -> str:
         """The bash script that starts this host's ranks (run.sh; what --dry-run prints)."""
         ...

@@ -46,6 +46,7 @@ UNRESOLVED = 68  # a peer section's status where the first host cannot resolve t
 # "mpirun.openmpi (OpenRTE) 4.1.4" (tests/recorded/mpirun/): the name is argv[0]'s.
 _OPEN_MPI = re.compile(r"^\S+ \((?:Open MPI|OpenRTE)\) (\S+)\s*$")
 SSH_OPTIONS = "-o BatchMode=yes -o ConnectTimeout=5"
+GLOO_BY_ADDRESS = "GPUPROV_GLOO_IFNAMES"  # read by onhost/mpirun_rank.py (its GLOO_BY_ADDRESS)
 # The mpirun the mpi role installs (roles/mpi/vars/Debian.yml, RedHat.yml), in the order tried; shell words
 # (no quoting). templates/mpirun.sh.j2 tries the same ones (tests/unit/launch/test_mpirun_render.py).
 MPIRUN_PATHS = ("/usr/bin/mpirun.openmpi", "/usr/lib64/openmpi/bin/mpirun")
@@ -64,6 +65,19 @@ class Mpirun:
 
     def job_env(self) -> dict[str, str]:
         return {}
+
+    def peers_env(self, envs: list[dict[str, str]], checks: list[HostCheck]) -> dict[str, str]:
+        """GPUPROV_GLOO_IFNAMES: each host's gloo interface by an address of its own (the one its traffic to
+        the peers leaves from), for onhost/mpirun_rank.py: mpirun's -x gives every rank the first host's
+        GLOO_SOCKET_IFNAME, and each rank sets its own host's from this."""
+        pairs = []
+        for check, env in zip(checks, envs, strict=True):
+            ifname = env.get("GLOO_SOCKET_IFNAME")
+            route = check.route
+            address = route.source if route is not None and route.ifname else check.host.address
+            if ifname and address:
+                pairs.append(f"{address}={ifname}")
+        return {GLOO_BY_ADDRESS: ",".join(pairs)} if len(checks) > 1 and pairs else {}
 
     def host_script(self, command: HostCommand, template: Path | None) -> str:
         from gpuprov.launch import render
@@ -193,7 +207,7 @@ def _disagreements(checks: list[HostCheck]) -> list[Problem]:
     fixes = (
         ("home directories", {c.host.name: _home(c) for c in checks}),
         ("Python envs", {c.host.name: c.python for c in checks if c.python}),
-        ("socket interfaces", {c.host.name: _ifnames(c) for c in checks}),
+        ("NCCL socket interfaces (nccl_socket_ifname)", {c.host.name: _ifnames(c) for c in checks}),
     )
     for label, values in fixes:
         odd = _odd_ones(values)
@@ -215,12 +229,11 @@ def _home(check: HostCheck) -> str:
 
 
 def _ifnames(check: HostCheck) -> str:
-    """The host's NCCL/gloo interface variables as its job environment gets them (the user's, else the
-    interface toward its peers that preflight found): mpirun's -x gives every rank the first host's."""
+    """The host's NCCL interface setting (the user's): mpirun's -x gives every rank the first host's. Gloo's
+    may differ between hosts: each rank takes its own host's (peers_env, mpirun_rank.py)."""
     from gpuprov.launch import interfaces
 
-    env = interfaces.socket_env(check.host, check.route)
-    return ",".join(f"{name}={value}" for name, value in sorted(env.items())) or "none set"
+    return interfaces.user_nccl(check.host) or "none set"
 
 
 def _peer_problems(checks: list[HostCheck]) -> list[Problem]:

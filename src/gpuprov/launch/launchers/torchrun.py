@@ -34,6 +34,9 @@ class Torchrun:
     def job_env(self) -> dict[str, str]:
         return {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": LOG_LINE_PREFIX_TEMPLATE}
 
+    def peers_env(self, envs: list[dict[str, str]], checks: list[HostCheck]) -> dict[str, str]:
+        return {}  # each host's run.sh exports its own environment to its own ranks
+
     def host_script(self, command: HostCommand, template: Path | None) -> str:
         from gpuprov.launch import render
 

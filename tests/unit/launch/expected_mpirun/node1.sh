@@ -9,6 +9,7 @@ export FOO='bar baz'
 export PYTHONUNBUFFERED=1
 export GPUPROV_JOB_ID=20250101-000000-abcd
 export GPUPROV_GPUS=2
+export GPUPROV_GLOO_IFNAMES=10.0.0.1=eth0,10.0.0.2=eth0
 # The hosts in node-rank order, each with --nproc-per-node slots; --map-by slot fills them in order.
 cat > "$HOME"/.gpuprov/jobs/20250101-000000-abcd/hostfile <<'GPUPROV_HOSTFILE'
 10.0.0.1 slots=2
@@ -43,5 +44,6 @@ exec "$mpirun" \
   -x PYTHONUNBUFFERED \
   -x GPUPROV_JOB_ID \
   -x GPUPROV_GPUS \
+  -x GPUPROV_GLOO_IFNAMES \
   /opt/gpuprov/envs/train/bin/python "$HOME"/.gpuprov/jobs/20250101-000000-abcd/mpirun_rank.py 10.0.0.1 29501 \
   sub/x.py --epochs 2 'a b'

@@ -9,4 +9,5 @@ export FOO='bar baz'
 export PYTHONUNBUFFERED=1
 export GPUPROV_JOB_ID=20250101-000000-abcd
 export GPUPROV_GPUS=2
+export GPUPROV_GLOO_IFNAMES=10.0.0.1=eth0,10.0.0.2=eth0
 exec /opt/gpuprov/envs/train/bin/python "$HOME"/.gpuprov/jobs/20250101-000000-abcd/mpirun_standby.py "$HOME"/.gpuprov/jobs/20250101-000000-abcd
