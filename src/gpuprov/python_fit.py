@@ -71,9 +71,9 @@ def choose(
     os_version: str = "",
 ) -> Choice:
     """The newest Python of the OS (its python3, then what its repositories add, those of its minor
-    release: `os_version`, "9.3"; without a minor, as CentOS Stream's "9": every one) that the locked PyTorch publishes wheels for and the
-    wheel index carries (`wheel_pythons`, empty: every one); the pinned one when `pinned` is set.
-    `pytorch_version` empty: no PyTorch, any Python fits."""
+    release: `os_version`, "9.3"; without a minor, as CentOS Stream's "9": every one) that the locked
+    PyTorch publishes wheels for and the wheel index carries (`wheel_pythons`, empty: every one); the
+    pinned one when `pinned` is set. `pytorch_version` empty: no PyTorch, any Python fits."""
     os_python = next((str(facts[OS_PYTHONS][k]) for k in keys if k in facts[OS_PYTHONS]), "")
     extras: Mapping[str, str] = next(
         (facts[EXTRA_PYTHONS][k] for k in keys if k in facts.get(EXTRA_PYTHONS, {})), {}
