@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from gpuprov import lock
 
 GENERATIONS_FILE = Path("vars") / "gpu_generations.yml"  # relative to the playbooks directory
 DEVICES_FILE = Path("vars") / "gpu_devices.yml"
@@ -53,18 +53,9 @@ def read_script() -> str:
 
 def load_tables(playbooks: Path | None = None) -> Tables:
     root = playbooks or _playbooks()
-    generations = _mapping(root / GENERATIONS_FILE, "gpu_generations")
-    devices = _mapping(root / DEVICES_FILE, "gpu_devices")
+    generations = lock.load_mapping(root / GENERATIONS_FILE, "gpu_generations")
+    devices = lock.load_mapping(root / DEVICES_FILE, "gpu_devices")
     return Tables(generations, devices)
-
-
-def _mapping(path: Path, key: str) -> Mapping[str, Any]:
-    with open(path) as f:
-        data = yaml.safe_load(f)
-    if not isinstance(data, Mapping) or not isinstance(data.get(key), Mapping):
-        raise ValueError(f"{path}: no '{key}' mapping")
-    table: Mapping[str, Any] = data[key]
-    return table
 
 
 def parse_listing(text: str) -> list[PciGpu]:

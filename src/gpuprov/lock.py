@@ -58,12 +58,16 @@ def table_path() -> Path:
 
 def load_table(path: Path | None = None) -> Mapping[str, Any]:
     """The `gpu_stack_compat` mapping of the table file."""
-    source = path or table_path()
-    with open(source) as f:
+    return load_mapping(path or table_path(), TABLE_KEY)
+
+
+def load_mapping(path: Path, key: str) -> Mapping[str, Any]:
+    """The mapping under `key` of a YAML table file (ValueError when there is none)."""
+    with open(path) as f:
         data = yaml.safe_load(f)
-    if not isinstance(data, Mapping) or not isinstance(data.get(TABLE_KEY), Mapping):
-        raise ValueError(f"{source}: no '{TABLE_KEY}' mapping")
-    table: Mapping[str, Any] = data[TABLE_KEY]
+    if not isinstance(data, Mapping) or not isinstance(data.get(key), Mapping):
+        raise ValueError(f"{path}: no '{key}' mapping")
+    table: Mapping[str, Any] = data[key]
     return table
 
 
