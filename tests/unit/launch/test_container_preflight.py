@@ -33,7 +33,9 @@ DOCKER, PODMAN = "docker-20.10.24", "podman-4.3.1"
 # where `ulimit -l` answers as `--ulimit memlock=-1:-1` makes it when given (this machine cannot raise it).
 FAKE_ENGINE = r"""#!/bin/bash
 rec=$FAKE_RECORDED/$FAKE_ENGINE_VERSION
-echo "$*" >> "$FAKE_LOG"
+# the command's first line only, in one short write: hosts run at once, and a long echo is several writes
+# that interleave with the other host's (CI once saw one "run" line where two ran)
+line="$*"; printf '%s\n' "${line%%$'\n'*}" >> "$FAKE_LOG"
 case "$1" in
   info) cat "$rec-${FAKE_INFO:-info}.json" ;;
   image)
