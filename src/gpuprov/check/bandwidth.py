@@ -1,12 +1,14 @@
 """All-reduce bus bandwidth across the hosts, run through gpuprov's own launch (onhost/allreduce.py under
-torchrun).
+torchrun), NCCL's ring algorithm forced (`NCCL_ALGO=Ring`): the thresholds are ring figures, and on two
+hosts NCCL's tree or NVLS can exceed the network's bottleneck (NVIDIA/nccl-tests#196, #290).
 
 Reported as the median bus bandwidth of several repetitions with its spread (min-max). The threshold comes
 from the inventory (`gpuprov_check_min_busbw_gbps`), else, for NCCL, from the hardware (busbw_threshold.py):
-the hosts' network, or on one host its GPUs' NVLink; gloo on CPU gets none unless the inventory sets one:
-the number is reported, marked as such. One host is measured only with a threshold (NVLink or the
-inventory's). When the all-hosts figure misses the threshold, host pairs are measured (the first host with
-each other one) and the slow host is named.
+the hosts' network, or on one host how its GPUs are joined. Where none derives, NCCL's figure is shown and
+the check says it could not judge (a warning, never a pass); gloo on CPU is measured, not judged. One host is
+measured only when it has GPUs to join. When the all-hosts figure misses the threshold, host pairs are
+measured in one more job: each host with its two neighbours in inventory order (a ring of pairs), the pairs
+that share no host at once, and a host whose every pair misses is named.
 """
 
 from __future__ import annotations
@@ -29,14 +31,17 @@ SCRIPT = onhost.path("allreduce.py")
 MARK = "GPUPROV_ALLREDUCE "
 THRESHOLD_VAR = threshold_mod.INVENTORY_VAR
 FORMULA = "busbw = algbw x 2(n-1)/n (nccl-tests doc/PERFORMANCE.md)"
+RING = ("--ring",)  # onhost/allreduce.py: NCCL_ALGO=Ring
 
 
-def measure(inventory: Path, names: list[str], image: str | None = None) -> dict[str, Any]:
+def measure(
+    inventory: Path, names: list[str], image: str | None = None, args: tuple[str, ...] = RING
+) -> dict[str, Any]:
     """Run the all-reduce on these hosts (inside image, when given); its report (backend, world, bytes,
-    seconds per repetition)."""
+    seconds per repetition; with `--rounds`, each host pair's)."""
     # stdout carries only what check is asked for (--json); the result line is read from the log, not shown
     with console.job_lines_on_stderr(), console.protocol_lines_hidden(MARK):
-        job_id = launch.run_job(SCRIPT, inventory, names, image=image)
+        job_id = launch.run_job(SCRIPT, inventory, names, image=image, script_args=args)
     log = launch.job_log(job_id, names[0])
     for line in reversed(log.read_text(errors="replace").splitlines()):
         if MARK in line:
@@ -45,11 +50,12 @@ def measure(inventory: Path, names: list[str], image: str | None = None) -> dict
     raise GpuprovError(f"the all-reduce job {job_id} printed no result (log: {log})")
 
 
-def busbw_gbps(report: Mapping[str, Any]) -> list[float]:
-    """Bus bandwidth of each repetition in GB/s (10^9 bytes per second)."""
-    n = int(report["world"])
+def busbw_gbps(report: Mapping[str, Any], pair: str = "") -> list[float]:
+    """Bus bandwidth of each repetition in GB/s (10^9 bytes per second); of one host pair's, when named."""
+    n = int(report["pair_ranks"][pair] if pair else report["world"])
     factor = 2 * (n - 1) / n if n > 1 else 1.0
-    return [float(report["bytes"]) / t / 1e9 * factor for t in report["seconds"] if t > 0]
+    seconds = report["pairs"][pair] if pair else report["seconds"]
+    return [float(report["bytes"]) / t / 1e9 * factor for t in seconds if t > 0]
 
 
 def _summary(values: list[float]) -> tuple[float, str]:
@@ -76,9 +82,11 @@ def judged(
     )
 
 
-def hardware_threshold(found: list[Gathered], gpus_per_host: int) -> threshold_mod.Threshold | None:
-    if len(found) == 1:  # within a host NCCL's traffic goes over NVLink, not the network
-        return threshold_mod.from_hardware([(found[0].host.name, threshold_mod.nvlink_rate(found[0].data))])
+def hardware_threshold(
+    found: list[Gathered], gpus_per_host: int
+) -> threshold_mod.Threshold | threshold_mod.NoBar:
+    if len(found) == 1:  # within a host NCCL's traffic goes over NVLink or PCIe, not the network
+        return threshold_mod.one_host(found[0].host.name, found[0].data)
 
     def rate(g: Gathered) -> threshold_mod.HostRate | None:
         v = g.host.vars
@@ -111,16 +119,18 @@ def check(
                 detail=f"{THRESHOLD_VAR} is not a number above 0",
             )
         ]
-    if len(names) == 1 and threshold is None and threshold_mod.nvlink_rate(found[0].data) is None:
-        return [
-            Result(
-                "bandwidth",
-                names[0],
-                Status.NOT_APPLICABLE,
-                detail="one host without active NVLink on every GPU (nvidia-smi nvlink -s): no hardware "
-                f"threshold for its all-reduce; set {THRESHOLD_VAR} to measure it",
-            )
-        ]
+    if len(names) == 1 and threshold is None:
+        bar = threshold_mod.one_host(names[0], found[0].data)
+        topo = threshold_mod.topology(found[0].data)
+        if isinstance(bar, threshold_mod.NoBar) and (topo is None or topo.gpus < 2):
+            return [
+                Result(
+                    "bandwidth",
+                    names[0],
+                    Status.NOT_APPLICABLE,
+                    detail=f"{bar.reason}: nothing to measure on one host; set {THRESHOLD_VAR} to measure it",
+                )
+            ]
     try:
         report = measure(inventory, names, image)
     except GpuprovError as exc:
@@ -148,36 +158,60 @@ def _judged_report(
     names = [g.host.name for g in found]
     values = busbw_gbps(report)
     backend = str(report["backend"])
+    bar: threshold_mod.Threshold | threshold_mod.NoBar | None = None
     if threshold is None and backend == "nccl":
-        threshold = hardware_threshold(found, int(report["world"]) // len(names))
+        bar = hardware_threshold(found, int(report["world"]) // len(names))
+    if isinstance(bar, threshold_mod.Threshold):
+        threshold, bar = bar, None
     size = int(report["bytes"])
     shown = f"{size >> 30} GiB" if size >= 1 << 30 else f"{size >> 20} MiB"
-    what = f"all-reduce {shown}, {backend}, {report['world']} ranks, median of {len(values)}"
+    algo = f", NCCL_ALGO={report['algo']}" if report.get("algo") else ""
+    what = f"all-reduce {shown}, {backend}{algo}, {report['world']} ranks, median of {len(values)}"
     where = f"all {len(names)} hosts" if len(names) > 1 else names[0]
     if threshold is None:
-        median, spread = _summary(values)
-        why = (
-            "gloo on CPU is measured, not judged"
-            if backend == "gloo"
-            else f"the network's rate is unknown on a host: set {THRESHOLD_VAR}"
-        )
-        return [
-            Result(
-                "bandwidth",
-                where,
-                Status.PASS,
-                measured=f"{median:.3f} (spread {spread})",
-                unit="GB/s busbw",
-                source=FORMULA,
-                detail=f"{what}; no threshold: {why}",
-            )
-        ]
+        return [_unjudged(where, values, what, bar)]
     if len(names) == 1:
         return [judged(where, values, threshold, what, "check the nvlink result and `nvidia-smi nvlink -s`")]
     result = judged(where, values, threshold, what, "see the pair results below for the slow host")
     if result.status is Status.PASS:
         return [result]
     return [result, *pairs(inventory, names, threshold, image)]
+
+
+def _unjudged(where: str, values: list[float], what: str, bar: threshold_mod.NoBar | None) -> Result:
+    """A figure no threshold judges: gloo's (measured by design), or NCCL's where none derives (a warning:
+    could not judge, never a pass)."""
+    median, spread = _summary(values)
+    measured = f"{median:.3f} (spread {spread})"
+    if bar is None:
+        detail = f"{what}; no threshold: gloo on CPU is measured, not judged"
+        return Result(
+            "bandwidth", where, Status.PASS, measured, unit="GB/s busbw", source=FORMULA, detail=detail
+        )
+    return Result(
+        "bandwidth",
+        where,
+        Status.WARN,
+        measured,
+        unit="GB/s busbw",
+        source=FORMULA,
+        detail=f"{what}; could not judge: {bar.reason}",
+        action=f"set {THRESHOLD_VAR} (GB/s busbw) from a healthy host's figure (docs/check-thresholds.md)",
+    )
+
+
+def ring_rounds(hosts: int) -> list[list[tuple[int, int]]]:
+    """Each host with its next in a ring (two pairs per host, three hosts or more), grouped into rounds of
+    pairs that share no host: 2 rounds for an even count, 3 for an odd one, whatever the number of hosts."""
+    edges = [(i, (i + 1) % hosts) for i in range(hosts)] if hosts > 2 else [(0, 1)]
+    rounds: list[list[tuple[int, int]]] = []
+    for edge in edges:
+        free = next((r for r in rounds if not any(h in pair for pair in r for h in edge)), None)
+        if free is None:
+            rounds.append([edge])
+        else:
+            free.append(edge)
+    return rounds
 
 
 def pairs(
@@ -194,28 +228,24 @@ def pairs(
                 detail="two hosts: a pair test cannot tell which one is slow",
             )
         ]
-    console.step(f"Isolating the slow host: {len(names) - 1} pair measurement(s)")
-    measured: dict[str, float] = {}
+    rounds = ring_rounds(len(names))
+    edges = [edge for in_round in rounds for edge in in_round]
+    spec = ";".join(",".join(f"{a}-{b}" for a, b in in_round) for in_round in rounds)
+    console.step(f"Isolating the slow host: {len(edges)} host pairs, {len(rounds)} rounds of disjoint pairs")
+    try:
+        report = measure(inventory, names, image, (*RING, "--rounds", spec))
+    except GpuprovError as exc:
+        return [Result("bandwidth", "host pairs", Status.COULD_NOT_RUN, detail=exc.message)]
     results = []
-    for other in names[1:]:
-        try:
-            values = busbw_gbps(measure(inventory, [names[0], other], image))
-        except GpuprovError as exc:
-            results.append(
-                Result("bandwidth", f"{names[0]} <-> {other}", Status.COULD_NOT_RUN, detail=exc.message)
-            )
-            continue
-        measured[other] = statistics.median(values)
-        results.append(judged(f"{names[0]} <-> {other}", values, threshold))
-    slow = [name for name, value in measured.items() if value < threshold.gbps]
-    # Blaming the first host takes two pairs that miss: one alone cannot tell which of its two is slow.
-    if len(measured) >= 2 and len(slow) == len(measured):
-        culprit = names[0]
-    elif slow and len(slow) < len(measured):
+    missed: dict[str, list[bool]] = {name: [] for name in names}
+    for a, b in edges:
+        result = judged(f"{names[a]} <-> {names[b]}", busbw_gbps(report, f"{a}-{b}"), threshold)
+        results.append(result)
+        for host in (names[a], names[b]):
+            missed[host].append(result.status is Status.FAIL)
+    slow = [name for name, misses in missed.items() if all(misses)]
+    if slow and len(slow) < len(names):
         culprit = ", ".join(slow)
-    else:
-        culprit = ""
-    if culprit:
         results.append(
             Result(
                 "bandwidth",
@@ -223,6 +253,16 @@ def pairs(
                 Status.FAIL,
                 detail=f"{culprit}: the slow host (its pairs miss, the others' pass)",
                 action="check its NIC, link speed, cabling and traffic shaping (tc); drain it until fixed",
+            )
+        )
+    elif slow:
+        results.append(
+            Result(
+                "bandwidth",
+                "cluster",
+                Status.FAIL,
+                detail="every host pair misses: no one host is slower than the rest",
+                action="check the fabric (switches, the subnet manager, congestion) and the threshold",
             )
         )
     return results

@@ -17,12 +17,20 @@ the threshold that fraction less a margin (so that the noise of one run does not
 The ring is as slow as its slowest host: the cluster's expected figure is the minimum over the hosts.
 gloo on CPU gets no hardware threshold (its speed is the CPUs' as much as the network's).
 
-On one host the bottleneck is NVLink, not the NIC: the expected busbw is the slowest GPU's NVLink bandwidth
-(the sum of its active links' speeds as `nvidia-smi nvlink -s` prints them, GB/s per direction) x 0.73:
-220 GB/s busbw on an 8 x A100-SXM4 host whose GPUs have 12 links x 25 GB/s = 300 GB/s (NVIDIA/nccl-tests#228,
-0.73); NCCL's developer: about 370 GB/s effective of H100's 450 GB/s line rate (NVIDIA/nccl-tests#212, 0.82;
-NVLink SHARP's allreduce busbw, ~480 GB/s, is above it). The lower figure is taken. A GPU without an active
-link (PCIe only) gives no hardware threshold for a one-host run.
+On one host the bottleneck is what joins the GPUs, read from `nvidia-smi topo -m` (gpu_topology.py). Only
+where NVLink joins every GPU pair (NVSwitch systems) does an all-GPU all-reduce stay on NVLink: there the bar
+is the system's published ring figure where busbw_systems.py lists it, else the slowest GPU's NVLink
+bandwidth (the sum of its active links' speeds as `nvidia-smi nvlink -s` prints them, GB/s per direction)
+x 0.73: 220 GB/s busbw on an 8 x A100-SXM4 host whose GPUs have 12 links x 25 GB/s = 300 GB/s
+(NVIDIA/nccl-tests#228, 0.73). NVLink bridges between pairs of PCIe cards (A100 PCIe `NV12` pairs) give no
+bar: the all-reduce crosses PCIe between the pairs (208 GB/s on a bridged pair, ~20 GB/s once a third GPU
+joins: NVIDIA/nccl-tests#178), and nothing published says what a healthy host reaches there; nor does PCIe
+alone. Where no bar derives, the check says it could not judge, never that it passed.
+
+The network's ports are those NCCL will use: the CAs NCCL_IB_HCA names where it is set; else the active
+ports at the fastest rate, since a slower port beside them is storage or management (Azure's ND H200 v5
+conf lists mlx5_an0 at 100 Gb/s beside mlx5_ib0..7 at 400: Azure/azurehpc-health-checks
+conf/nd96isr_h200_v5.conf) and the slowest would set the bar at a quarter of the fabric's.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuprov.check import parsers
+from gpuprov.check import busbw_systems, gpu_topology, parsers
 
 INVENTORY_VAR = "gpuprov_check_min_busbw_gbps"
 IB_EFFICIENCY = 0.96  # NVIDIA/nccl-tests#29, NVIDIA/nccl#412, NVIDIA/nccl#1576
@@ -44,6 +52,13 @@ MARGIN = 0.80  # the threshold: 80% of the expected figure
 class Threshold:
     gbps: float  # GB/s busbw (10^9 bytes per second)
     source: str  # where it comes from, in words
+
+
+@dataclass(frozen=True)
+class NoBar:
+    """No threshold derives: why, in words (the check then says it could not judge)."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -77,10 +92,17 @@ def host_rate(data: Mapping[str, Any], socket_ifname: str, gpus: int, ib_hca: st
         and (not ib_hca or selected(p.ca, hcas))
     ]
     if ports:
+        fastest = max(p.rate for p in ports if p.rate)
+        # Without NCCL_IB_HCA, a slower port is taken as storage/management: NCCL's rings use the fast ones.
+        left_out = 0 if ib_hca else sum(1 for p in ports if p.rate != fastest)
+        ports = ports if ib_hca else [p for p in ports if p.rate == fastest]
         used = min(len(ports), max(gpus, 1))
         slowest = min(p.rate for p in ports if p.rate)
         layers = "/".join(sorted({p.link_layer or "InfiniBand" for p in ports}))
-        return HostRate(used * slowest, f"{used} x {slowest} Gb/s {layers} (ibstat)", IB_EFFICIENCY)
+        how = f"{used} x {slowest:g} Gb/s {layers} (ibstat)"
+        if left_out:
+            how += f", {left_out} slower port(s) left out (set NCCL_IB_HCA to name NCCL's)"
+        return HostRate(used * slowest, how, IB_EFFICIENCY)
     speeds = {
         name: int(mbits)
         for name, mbits in (data.get("interface_speeds") or {}).items()
@@ -135,10 +157,14 @@ def selected(interface: str, ifname: str) -> bool:
     return not hit if exclude else hit
 
 
-def from_hardware(hosts: Sequence[tuple[str, HostRate | None]]) -> Threshold | None:
-    """The threshold from every host's rate (name, rate); None when any host's rate is unknown."""
-    if not hosts or any(rate is None for _, rate in hosts):
-        return None
+def from_hardware(hosts: Sequence[tuple[str, HostRate | None]]) -> Threshold | NoBar:
+    """The threshold from every host's rate (name, rate); NoBar naming the hosts whose rate is unknown."""
+    unknown = [name for name, rate in hosts if rate is None]
+    if not hosts or unknown:
+        return NoBar(
+            f"no network rate known on {', '.join(unknown) or 'any host'} (no active InfiniBand/RoCE port, "
+            "no link speed for NCCL's interface)"
+        )
     name, slowest = min(
         ((n, r) for n, r in hosts if r is not None), key=lambda item: item[1].gbits * item[1].efficiency
     )
@@ -148,3 +174,38 @@ def from_hardware(hosts: Sequence[tuple[str, HostRate | None]]) -> Threshold | N
         f"hardware: {name}'s {slowest.how} = {slowest.gbits / 8:g} GB/s x {slowest.efficiency:g} "
         f"(NCCL's published efficiency) x {MARGIN:g} margin",
     )
+
+
+def topology(data: Mapping[str, Any]) -> gpu_topology.Topology | None:
+    """The host's `nvidia-smi topo -m` matrix; None when it did not run or printed none."""
+    run = data.get("smi_topo") or {}
+    return gpu_topology.parse(str(run.get("stdout", ""))) if run.get("rc") == 0 else None
+
+
+def one_host(name: str, data: Mapping[str, Any]) -> Threshold | NoBar:
+    """One host's all-GPU all-reduce bar, by how its GPUs are joined (the module's docstring)."""
+    topo = topology(data)
+    if topo is None:
+        return NoBar("`nvidia-smi topo -m` did not run: which GPU pairs NVLink joins is unknown")
+    joined = topo.joined()
+    if joined is gpu_topology.Joined.SOME_PAIRS:
+        return NoBar(
+            f"{topo.summary()}: the all-reduce crosses PCIe between NVLink-joined pairs "
+            "(NVIDIA/nccl-tests#178), and no published figure covers that"
+        )
+    if joined is not gpu_topology.Joined.ALL_PAIRS:
+        return NoBar(f"{topo.summary()}: no published all-reduce figure for it")
+    run = data.get("smi_q") or {}
+    query = parsers.smi_query(str(run.get("stdout", "")) if run.get("rc") == 0 else "")
+    products = {gpu.get("Product Name", "") for gpu in query.gpus}
+    system = busbw_systems.match(products, set(topo.pair_links()))
+    if system is not None:
+        return Threshold(
+            system.threshold,
+            f"published: {system.name}, ring all-reduce {system.gbps:g} GB/s x {busbw_systems.MARGIN:g} "
+            f"margin ({system.source})",
+        )
+    bar = from_hardware([(name, nvlink_rate(data))])
+    if isinstance(bar, NoBar):
+        return NoBar(f"{topo.summary()}, but a GPU has no active NVLink (nvidia-smi nvlink -s)")
+    return bar

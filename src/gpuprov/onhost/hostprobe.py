@@ -294,12 +294,13 @@ def _gpu_probes(request: Dict[str, object], python: str) -> Dict[str, object]:
             f"an nvidia-smi of an earlier run (pid {', '.join(map(str, stuck))}) is stuck in the kernel "
             "(state D): the driver is hung; no GPU probe was started"
         )
-        return {"smi_q": why, "smi_nvlink": why, "env": why, "matmul": why}
+        return {"smi_q": why, "smi_nvlink": why, "smi_topo": why, "env": why, "matmul": why}
     smi_q = _run([smi, "-q"])
     if smi_q.get("timeout"):
         why = _skipped("nvidia-smi hung: the GPU probes were not started")
-        return {"smi_q": smi_q, "smi_nvlink": dict(smi_q), "env": why, "matmul": why}
+        return {"smi_q": smi_q, "smi_nvlink": dict(smi_q), "smi_topo": dict(smi_q), "env": why, "matmul": why}
     found: Dict[str, object] = {"smi_q": smi_q, "smi_nvlink": _run([smi, "nvlink", "--status"])}
+    found["smi_topo"] = _run([smi, "topo", "-m"])  # which GPU pairs NVLink joins: the all-reduce's bar
     found["env"] = env = _run([python, "-c", _program(request, "env_probe")], timeout=120)
     if _sees_gpus(env):
         found["matmul"] = _matmul_under_load(python, smi, _program(request, "matmul_probe"))

@@ -1,6 +1,6 @@
 """`gpuprov check --only bandwidth` on the three nodes of the Debian sandbox with node3's interface slowed by
-`tc`: the all-hosts all-reduce misses the threshold and the pair measurements (node1 with each other host)
-name node3. The threshold sits between the healthy figure, measured first in the same test, and the rate tc
+`tc`: the all-hosts all-reduce misses the threshold and the pair measurements (each host with its next, in
+one job: a ring of pairs) name node3. The threshold sits between the healthy figure, measured first in the same test, and the rate tc
 allows. node3 gets only what launch needs (network_tuning and python_env), so the bootstrap tests still find
 it without the NVIDIA stack; the qdisc is removed after, whatever happens."""
 
@@ -80,11 +80,12 @@ def test_the_pair_measurements_name_the_slowed_host(
     proc = bandwidth(three_ready, "-e", f"gpuprov_check_min_busbw_gbps={threshold:.4f}")
     assert proc.returncode == 1, proc.stderr
     results = {r["host"]: r for r in json.loads(proc.stdout)["results"] if r["check"] == "bandwidth"}
-    assert set(results) == {"all 3 hosts", "node1 <-> node2", "node1 <-> node3", "node3"}, results
+    pairs = {"node1 <-> node2", "node2 <-> node3", "node3 <-> node1"}
+    assert set(results) == {"all 3 hosts", *pairs, "node3"}, results
     assert results["all 3 hosts"]["status"] == "fail"
     assert results["node1 <-> node2"]["status"] == "pass"
-    assert results["node1 <-> node3"]["status"] == "fail"
-    assert median(results["node1 <-> node3"]) < threshold < median(results["node1 <-> node2"])
+    assert results["node2 <-> node3"]["status"] == results["node3 <-> node1"]["status"] == "fail"
+    assert median(results["node3 <-> node1"]) < threshold < median(results["node1 <-> node2"])
     named = results["node3"]
     assert named["status"] == "fail" and "node3: the slow host" in named["detail"]
     assert "tc" in named["action"]
