@@ -77,7 +77,7 @@ def test_the_slowest_host_sets_the_threshold_with_its_source() -> None:
     fast = bt.HostRate(400, "2 x 200 Gb/s InfiniBand (ibstat)", bt.IB_EFFICIENCY)
     slow = bt.HostRate(200, "1 x 200 Gb/s InfiniBand (ibstat)", bt.IB_EFFICIENCY)
     threshold = bt.from_hardware([("node1", fast), ("node2", slow)])
-    assert threshold is not None
+    assert isinstance(threshold, bt.Threshold)
     # 200 Gb/s = 25 GB/s x 0.96 = 24 GB/s expected (NVIDIA/nccl#412's 24 GB/s on HDR), x 0.8 = 19.2
     assert threshold.gbps == pytest.approx(19.2)
     assert threshold.source.startswith("hardware: node2's 1 x 200 Gb/s InfiniBand (ibstat) = 25 GB/s x 0.96")
@@ -85,7 +85,27 @@ def test_the_slowest_host_sets_the_threshold_with_its_source() -> None:
 
 def test_an_unknown_host_rate_gives_no_hardware_threshold() -> None:
     rate = bt.HostRate(200, "x", bt.IB_EFFICIENCY)
-    assert bt.from_hardware([("node1", rate), ("node2", None)]) is None
+    bar = bt.from_hardware([("node1", rate), ("node2", None)])
+    assert isinstance(bar, bt.NoBar) and "no network rate known on node2" in bar.reason
+
+
+def test_without_nccl_ib_hca_a_slower_port_is_left_out() -> None:
+    # One host's ibstat listing two real CAs: gpud-ib-200's mlx5_7 at 200 and rdma-core's mlx4_0 port 2 at 56
+    # (a storage or management port beside the fabric's: the slowest would set a bar far too low).
+    data = {
+        "ibstat": {
+            "rc": 0,
+            "stdout": (IBSTAT / "gpud-ib-200").read_text() + (IBSTAT / "rdma-core-mlx4-2port").read_text(),
+        }
+    }
+    rate = bt.host_rate(data, "", gpus=8)
+    assert rate is not None and rate.gbits == 200
+    assert (
+        rate.how
+        == "1 x 200 Gb/s InfiniBand (ibstat), 1 slower port(s) left out (set NCCL_IB_HCA to name NCCL's)"
+    )
+    named = bt.host_rate(data, "", gpus=8, ib_hca="=mlx4_0")  # NCCL_IB_HCA names the CAs NCCL uses
+    assert named is not None and (named.gbits, named.how) == (56, "1 x 56 Gb/s InfiniBand (ibstat)")
 
 
 def nvlink(text: str) -> dict[str, Any]:
@@ -101,7 +121,7 @@ def test_nvlink_rate_is_the_slowest_gpus_active_links() -> None:
         2400, "GPU 0: 12 x 25 GB/s NVLink (nvidia-smi nvlink -s)", bt.NVLINK_EFFICIENCY
     )
     threshold = bt.from_hardware([("node1", rate)])
-    assert threshold is not None and threshold.gbps == pytest.approx(175.2)
+    assert isinstance(threshold, bt.Threshold) and threshold.gbps == pytest.approx(175.2)
     assert threshold.source == (
         "hardware: node1's GPU 0: 12 x 25 GB/s NVLink (nvidia-smi nvlink -s) = 300 GB/s x 0.73 "
         "(NCCL's published efficiency) x 0.8 margin"
@@ -134,3 +154,40 @@ def test_the_inventory_threshold() -> None:
     for bad in ("fast", "0", "-3"):
         with pytest.raises(ValueError):
             bt.from_inventory(bad)
+
+
+def topo(name: str) -> dict[str, Any]:
+    return {"rc": 0, "stdout": (SMI / name).read_text()}
+
+
+def test_one_host_with_every_gpu_pair_on_nvlink_gets_its_systems_published_figure() -> None:
+    # nccl#1453's 8 GPUs with NV18 between every pair, named as the recorded H100's nvidia-smi -q names it
+    data = {"smi_topo": topo("topo-m-8xNV18-9NIC"), "smi_q": topo("query-full-1xH100-580.159.04")}
+    bar = bt.one_host("node1", data)
+    assert isinstance(bar, bt.Threshold)
+    assert bar.gbps == pytest.approx(314.5)  # 370 GB/s ring (NVIDIA/nccl-tests#212) x 0.85
+    assert bar.source.startswith("published: H100 SXM (NVLink 4, NVSwitch), ring all-reduce 370 GB/s x 0.85")
+
+
+def test_an_unlisted_nvswitch_system_falls_back_to_its_nvlink_links() -> None:
+    data = {"smi_topo": topo("topo-m-8xNV18-9NIC"), "smi_nvlink": topo("nvlink-status-V100-inactive")}
+    bar = bt.one_host("node1", data)  # no nvidia-smi -q: no model to look up
+    assert isinstance(bar, bt.Threshold) and bar.gbps == pytest.approx(60.224)
+    down = {"smi_topo": data["smi_topo"], "smi_nvlink": {"rc": 0, "stdout": ""}}
+    assert isinstance(bt.one_host("node1", down), bt.NoBar)
+
+
+@pytest.mark.parametrize(
+    ("recording", "says"),
+    [
+        ("topo-m-8xA100PCIe-NV12-pairs", "NVLink between 4 of 28 pairs, PCIe between the others"),
+        ("topo-m-8xRTX4090-PCIe", "8 GPUs, PCIe only, no NVLink"),
+        ("topo-m-1xH100-580.159.04", "1 GPU"),
+    ],
+)
+def test_bridged_pairs_pcie_and_one_gpu_give_no_bar(recording: str, says: str) -> None:
+    # The bridged pairs have active NVLinks on every GPU: nvidia-smi nvlink -s alone would give a bar.
+    data = {"smi_topo": topo(recording), "smi_nvlink": topo("nvlink-status-8xA100SXM4")}
+    bar = bt.one_host("node1", data)
+    assert isinstance(bar, bt.NoBar) and says in bar.reason
+    assert isinstance(bt.one_host("node1", {"smi_nvlink": data["smi_nvlink"]}), bt.NoBar)  # topo did not run
