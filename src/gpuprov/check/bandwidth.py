@@ -1,6 +1,6 @@
 """All-reduce bus bandwidth across the hosts, run through gpuprov's own launch (onhost/allreduce.py under
 torchrun), NCCL's ring algorithm forced (`NCCL_ALGO=Ring`): the thresholds are ring figures, and on two
-hosts NCCL's tree or NVLS can exceed the network's bottleneck (NVIDIA/nccl-tests#196, #290).
+hosts NCCL's tree or NVLS can exceed the network's bottleneck (NVIDIA/nccl-tests#160, #196).
 
 Reported as the median bus bandwidth of several repetitions with its spread (min-max). The threshold comes
 from the inventory (`gpuprov_check_min_busbw_gbps`), else, for NCCL, from the hardware (busbw_threshold.py):

@@ -50,8 +50,10 @@ def _threshold(result: Result) -> str:
     if result.expected:
         source = f" ({result.source})" if result.source else ""
         return f"{result.expected}{source}; {result.status.value}"
-    why = result.detail.split("no threshold: ", 1)[-1] if "no threshold: " in result.detail else ""
-    return f"none: {why}" if why else "none"
+    for mark, shown in (("could not judge: ", "could not judge"), ("no threshold: ", "none")):
+        if mark in result.detail:
+            return f"{shown}: {result.detail.split(mark, 1)[1]}"
+    return "none"
 
 
 def _matmul(results: list[Result]) -> list[list[str]]:

@@ -8,7 +8,7 @@ definition (doc/PERFORMANCE.md in NVIDIA/nccl-tests): algbw = bytes / time, busb
 Arguments:
   --ring            NCCL_ALGO=Ring. The thresholds are ring figures; on two hosts NCCL's tree or NVLS can
                     exceed the network's bottleneck, so NVIDIA's advice for network tests is the ring
-                    (NVIDIA/nccl-tests#196, #290).
+                    (NVIDIA/nccl-tests#160, #196).
   --rounds SPEC     host pairs instead of all hosts: `0-1,2-3;1-2,3-0` is two rounds, each of disjoint
                     host pairs (host = torchrun's node rank) measured at once in its own process group; the
                     report's "pairs" maps `0-1` to that pair's times.

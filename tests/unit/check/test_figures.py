@@ -103,3 +103,19 @@ def test_protocol_lines_are_not_shown(capsys: pytest.CaptureFixture[str], stderr
     assert "GPUPROV_ALLREDUCE {" not in captured.out + captured.err
     assert "RuntimeError: NCCL error" in shown
     assert "GPUPROV_ALLREDUCE shown outside" in captured.out
+
+
+def test_a_figure_no_bar_judges_says_could_not_judge_and_why() -> None:
+    result = Result(
+        "bandwidth",
+        "node1",
+        Status.WARN,
+        measured="20.100 (spread 19.8-20.3)",
+        unit="GB/s busbw",
+        source=bandwidth.FORMULA,
+        detail="all-reduce 1 GiB, nccl, NCCL_ALGO=Ring, 8 ranks, median of 7; could not judge: 8 GPUs, "
+        "NVLink between 4 of 28 pairs, PCIe between the others: the all-reduce crosses PCIe",
+    )
+    [row] = figures.rows([result])
+    assert row[:3] == ["bus bandwidth", "node1", "20.100 (spread 19.8-20.3) GB/s busbw"]
+    assert row[3].startswith("could not judge: 8 GPUs, NVLink between 4 of 28 pairs")
