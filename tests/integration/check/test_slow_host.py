@@ -1,8 +1,8 @@
 """`gpuprov check --only bandwidth` on the three nodes of the Debian sandbox with node3's interface slowed by
 `tc`: the all-hosts all-reduce misses the threshold and the pair measurements (each host with its next, in
 one job: a ring of pairs) name node3. The threshold sits between the healthy figure, measured first in the
-same test, and the rate tc allows. node3 gets only what launch needs (network_tuning and python_env), so the bootstrap tests still find
-it without the NVIDIA stack; the qdisc is removed after, whatever happens."""
+same test, and the rate tc allows. node3 gets only what launch needs (network_tuning and python_env), so the
+bootstrap tests still find it without the NVIDIA stack; the qdisc is removed after, whatever happens."""
 
 from __future__ import annotations
 
