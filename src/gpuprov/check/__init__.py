@@ -13,7 +13,9 @@
 - cross_checks.py: checks across hosts (the versions agree; the odd host out is named).
 - ports.py: the rendezvous and NCCL/gloo ports reached from every other host (gpuprov.porttest).
 - bandwidth.py: the all-reduce's bus bandwidth across the hosts, through gpuprov launch.
-- busbw_threshold.py: the bandwidth threshold, from the inventory or the detected network hardware.
+- busbw_threshold.py: the bandwidth threshold: inventory, else hardware (network; one host: topology).
+- busbw_systems.py: published ring all-reduce figures of whole systems (H100/H200/A100 SXM on NVSwitches).
+- gpu_topology.py: which GPU pairs NVLink joins, from `nvidia-smi topo -m`.
 - parsers.py: parsers of the NVIDIA and RDMA tools' outputs, tested against recorded real ones.
 - xid.py: the Xid events that need action, with their meaning and source.
 - results.py: the result model, the verdict helper and the exit code of a run.
