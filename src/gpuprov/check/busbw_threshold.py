@@ -82,7 +82,7 @@ def host_rate(data: Mapping[str, Any], socket_ifname: str, gpus: int, ib_hca: st
     """A host's usable network rate for NCCL, from what hostprobe gathered; None when unknown.
     `ib_hca` (NCCL_IB_HCA, where set) limits the ports to the CAs it picks."""
     run = data.get("ibstat") or {}
-    hcas = ",".join(entry.split(":")[0] for entry in ib_hca.split(","))  # `mlx5_0:1`: CA mlx5_0
+    hcas = hca_names(ib_hca)
     ports = [
         p
         for p in parsers.ibstat(str(run.get("stdout", "")) if run.get("rc") == 0 else "")
@@ -114,6 +114,11 @@ def host_rate(data: Mapping[str, Any], socket_ifname: str, gpus: int, ib_hca: st
     return HostRate(
         speeds[name] / 1000, f"{name} {speeds[name] / 1000:g} Gb/s (sysfs speed)", SOCKET_EFFICIENCY
     )
+
+
+def hca_names(ib_hca: str) -> str:
+    """NCCL_IB_HCA without its port numbers (`=mlx5_0:1,mlx5_1:1` -> `=mlx5_0,mlx5_1`), for selected()."""
+    return ",".join(entry.split(":")[0] for entry in ib_hca.split(","))
 
 
 def nvlink_rate(data: Mapping[str, Any]) -> HostRate | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpuprov.check import expected, parsers
+from gpuprov.check import busbw_threshold, expected, parsers
 from gpuprov.check.host_view import HostView, did_not_run
 from gpuprov.check.results import Result, Status
 
@@ -128,8 +128,16 @@ def infiniband(view: HostView) -> list[Result]:
             view.result("infiniband", Status.COULD_NOT_RUN, detail=why, action="install infiniband-diags")
         ]
     ports = parsers.ibstat(str(run.get("stdout", "")))
+    # Where NCCL_IB_HCA names NCCL's CAs, only theirs are judged: storage and management ports are not NCCL's.
+    ib_hca = str(expected.variable(view.vars, "network_tuning", "network_tuning_nccl_ib_hca") or "")
+    hcas = busbw_threshold.hca_names(ib_hca)
+    others = sorted({p.ca for p in ports if ib_hca and not busbw_threshold.selected(p.ca, hcas)})
+    ports = [p for p in ports if p.ca not in others]
     wanted_rate = view.vars.get("gpuprov_check_ib_rate_gbps")
     results = []
+    if others:
+        shown = f"{', '.join(others)}: not NCCL's (network_tuning_nccl_ib_hca={ib_hca}), not judged"
+        results.append(view.result("infiniband", Status.NOT_APPLICABLE, detail=shown))
     for port in ports:
         where = f"{port.ca} port {port.port}"
         problems = []

@@ -402,3 +402,16 @@ def test_more_gpus_than_expected_is_advised_as_more_not_missing() -> None:
     for expected in (5, 8):
         result = gpu_checks.gpu_count(view(gathered(smi_q=ran(smi)), gpuprov_gpu_count=expected))[0]
         assert "missing" in result.action and "more" not in result.action, result.action
+
+
+def test_infiniband_judges_only_the_cas_nccl_ib_hca_names() -> None:
+    # gpud-ib-200's mlx5_7 (Active, 200) and rdma-core's mlx4_0 (port 1 Down) on one host
+    text = (RECORDED / "ibstat" / "gpud-ib-200").read_text() + (
+        RECORDED / "ibstat" / "rdma-core-mlx4-2port"
+    ).read_text()
+    data = gathered(infiniband=["mlx4_0", "mlx5_7"], ibstat=ran(text))
+    every = network_checks.infiniband(view(data))
+    assert Status.FAIL in [r.status for r in every]  # mlx4_0's down port, judged without NCCL_IB_HCA
+    picked = network_checks.infiniband(view(data, network_tuning_nccl_ib_hca="=mlx5_7"))
+    assert [r.status for r in picked] == [Status.NOT_APPLICABLE, Status.PASS]
+    assert picked[0].detail.startswith("mlx4_0: not NCCL's (network_tuning_nccl_ib_hca==mlx5_7)")
