@@ -1,7 +1,10 @@
-"""The `gpuprov lock` commands: `lock check`'s options (each written once), then its checking module."""
+"""The `gpuprov lock` commands: `lock check`'s and `lock resolve`'s options (each written once); the work is
+in checking.py and resolve.py, imported only once the options are good."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +37,68 @@ class LockCheckOptions:
 LOCK_CHECK = cli_options.OptionSet(LockCheckOptions, finish=_finish)
 
 
+def _pattern(regex: str, example: str) -> Callable[[str | None], str | None]:
+    def check(given: str) -> str:
+        if not re.fullmatch(regex, given.strip()):
+            raise cli_options.Invalid(f"give {example}")
+        return given.strip()
+
+    return cli_options.optional(check)
+
+
+def _output(given: str) -> Path:
+    if not given.strip():
+        raise BadInput("--output is empty; give the path of the lock file to write (e.g. gpu_stack.yml)")
+    return Path(given).expanduser()
+
+
+@dataclass(frozen=True)
+class LockResolveOptions:
+    inventory: Path = host_options.inventory_found()  # the repositories are read through the hosts
+    limit: str | None = host_options.limit()
+    driver_branch: str | None = cli_options.option(
+        "--driver-branch",
+        default=None,
+        metavar="B",
+        help="Only drivers of this branch (e.g. 580).",
+        parse=_pattern(r"\d{3}", 'a driver branch such as "580"'),
+    )
+    cuda: str | None = cli_options.option(
+        "--cuda",
+        default=None,
+        metavar="X.Y",
+        help="Only CUDA releases of this minor (e.g. 12.8).",
+        parse=_pattern(r"\d+\.\d+", 'a CUDA minor such as "12.8"'),
+    )
+    torch: str | None = cli_options.option(
+        "--torch",
+        default=None,
+        metavar="X.Y",
+        help="Only PyTorch releases of this minor (e.g. 2.9).",
+        parse=_pattern(r"\d+\.\d+", 'a PyTorch minor such as "2.9"'),
+    )
+    driver_flavor: str = cli_options.option(
+        "--driver-flavor",
+        default="open",
+        show_default=True,
+        help="The kernel modules: open (Turing and newer) or proprietary.",
+        parse=cli_options.one_of(("open", "proprietary")),
+    )
+    output: Path = cli_options.option(
+        "-o",
+        "--output",
+        default="gpu_stack.yml",
+        show_default=True,
+        metavar="FILE",
+        help="The lock file to write.",
+        parse=_output,
+    )
+    force: bool = cli_options.flag("--force", help="Replace FILE if it exists.")
+
+
+LOCK_RESOLVE = cli_options.OptionSet(LockResolveOptions)
+
+
 @click.group("lock")
 def lock() -> None:
     """The compatibility lock (gpu_stack) on its own, without changing any host."""
@@ -55,3 +120,22 @@ def check(opts: LockCheckOptions) -> None:
     code = checking.run(opts)
     if code != ExitCode.OK:
         raise Finished(code)  # the results are shown; main() gives the exit code
+
+
+@lock.command("resolve")
+@LOCK_RESOLVE
+def resolve(opts: LockResolveOptions) -> None:
+    """Write the newest lock that fits gpuprov's table and what the hosts' repositories really carry.
+
+    One host of each OS in INVENTORY (or -i INVENTORY, else $GPUPROV_INVENTORY or ./inventory.ini) reads
+    NVIDIA's repository for its OS (apt Packages or dnf repodata; nvidia_repository_base_url where the
+    inventory sets it) and the PyTorch index, read-only, over SSH with host key checking. The lock goes to
+    FILE with each choice's reason; an existing FILE is kept unless --force. Exit 0: written; 2: bad input
+    (FILE exists, a constraint the table cannot meet); 6: a host unreachable; 7: no lock fits a host's
+    repository (one line per host), or its metadata cannot be read.
+    """
+    from gpuprov.lock_commands import resolve as resolving_command  # SSH: only once the options are good
+
+    code = resolving_command.run(opts)
+    if code != ExitCode.OK:
+        raise Finished(code)

@@ -74,21 +74,52 @@ def resolve(
     wheels: Wheels,
     today: datetime.date,
 ) -> Resolution:
-    """The newest lock; Unmet when none fits (its blockers say why, for the newest CUDA that was tried)."""
+    """The newest lock; Unmet when none fits. Its blockers are those of the CUDA release that got furthest
+    (every repository carries it, then the driver, cuDNN, NCCL, PyTorch in turn); where no CUDA release is
+    in every repository, what each repository carries."""
     candidates = [r for r in _rows(table, "cuda") if _matches(str(r["version"]), wanted.cuda)]
     candidates.sort(key=lambda r: key(str(r["version"])), reverse=True)
     passed_over: list[str] = []
-    first_blockers: list[Blocker] = []
+    furthest: tuple[int, list[Blocker]] = (0, [])
     for row in candidates:
         attempt = _try(table, wanted, offers, wheels, today, row)
         if isinstance(attempt, Resolution):
             attempt.passed_over = passed_over
             return attempt
-        first_blockers = first_blockers or attempt
-        passed_over.append(f"CUDA {row['version']}: {attempt[0].reason}")
-    if not first_blockers:
-        first_blockers = [Blocker(None, "the table lists no CUDA release to try")]
-    raise Unmet(first_blockers)
+        stage, blockers = attempt
+        if stage > furthest[0]:
+            furthest = (stage, blockers)
+        passed_over.append(f"CUDA {row['version']}: {blockers[0].reason}")
+    if furthest[1]:
+        raise Unmet(furthest[1])
+    raise Unmet(_no_common_cuda(table, offers, [str(r["version"]) for r in candidates], wanted.cuda))
+
+
+def _no_common_cuda(
+    table: Mapping[str, Any], offers: Mapping[str, Offer], candidates: list[str], minor: str | None
+) -> list[Blocker]:
+    matching = f" of CUDA {minor}" if minor else ""
+    blockers = []
+    for repository, offer in offers.items():
+        listed = set(map(str, table.get("os_repositories", {}).get(repository, {}).get("cuda", [])))
+        own = sorted((v for v in candidates if v in listed and v in offer.cuda), key=key)
+        if not own:
+            carried = ", ".join(sorted(offer.cuda, key=key)) or "none"
+            blockers.append(
+                Blocker(
+                    repository,
+                    f"{repository} carries no CUDA release{matching} that the table lists for it "
+                    f"(the repository has: {carried})",
+                )
+            )
+        else:
+            blockers.append(
+                Blocker(
+                    repository,
+                    f"{repository} carries CUDA {', '.join(own)}, and no other OS here carries them",
+                )
+            )
+    return blockers
 
 
 def _try(
@@ -98,14 +129,16 @@ def _try(
     wheels: Wheels,
     today: datetime.date,
     cuda_row: Mapping[str, Any],
-) -> Resolution | list[Blocker]:
+) -> Resolution | tuple[int, list[Blocker]]:
+    """The lock for this CUDA release, or how far it got (1: the driver, 2 cuDNN, 3 NCCL, 4 PyTorch) and
+    what stopped it there (0: a repository lacks the CUDA release itself)."""
     cuda = str(cuda_row["version"])
     blockers = _cuda_blockers(table, offers, cuda)
     if blockers:
-        return blockers
+        return 0, blockers
     driver = _driver(table, wanted, offers, cuda_row, today)
     if isinstance(driver, list):
-        return driver
+        return 1, driver
     cudnn = _newest(
         "cuDNN",
         [r for r in _rows(table, "cudnn") if _in_range(cuda, r)],
@@ -114,7 +147,7 @@ def _try(
         f"for CUDA {cuda}",
     )
     if isinstance(cudnn, list):
-        return cudnn
+        return 2, cudnn
     minor = _minor(cuda)
     nccl = _newest(
         "NCCL",
@@ -124,10 +157,10 @@ def _try(
         f"with a +cuda{minor} build",
     )
     if isinstance(nccl, list):
-        return nccl
+        return 3, nccl
     torch = _torch(table, wanted, wheels, cuda)
     if isinstance(torch, Blocker):
-        return [torch]
+        return 4, [torch]
     return _resolution(wanted, offers, cuda_row, driver, cudnn, nccl, torch)
 
 
