@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-APT, RPM = "apt", "rpm"
+APT, DEBIAN, RPM = "apt", "debian", "rpm"  # Ubuntu's apt scheme, Debian's (debian12), dnf
 _COMMON_NS = "{http://linux.duke.edu/metadata/common}"
 _REPO_NS = "{http://linux.duke.edu/metadata/repo}"
 
@@ -132,11 +132,16 @@ def _upstream(version: str) -> str:
     return version.split(":", 1)[-1].split("-", 1)[0]
 
 
-# Driver packages: apt's NVIDIA scheme names the branch until R580 (nvidia-kernel-source-550-open) and not
-# from R590 (nvidia-kernel-source-open; Driver Installation Guide r590, 4.1.1); EL names the flavor in the
-# kmod package (roles/nvidia_driver/vars/RedHat.yml).
+# Driver packages, the kernel modules' package of each flavor that the role installs: NVIDIA's ubuntu
+# repositories name the branch until R580 (nvidia-kernel-source-550-open) and not from R590
+# (nvidia-kernel-source-open; Driver Installation Guide r590, 4.1.1; roles/nvidia_driver/vars/Debian.yml);
+# its debian12 repository names neither (nvidia-kernel-open-dkms: vars/Debian-12.yml); EL names the flavor
+# in the kmod package (vars/RedHat.yml).
 _APT_DRIVER = re.compile(r"nvidia-kernel-source(?:-(\d{3}))?(-open)?")
-_RPM_DRIVER = {"kmod-nvidia-open-dkms": "open", "kmod-nvidia-latest-dkms": "proprietary"}
+_NAMED_DRIVER = {
+    DEBIAN: {"nvidia-kernel-open-dkms": "open", "nvidia-kernel-dkms": "proprietary"},
+    RPM: {"kmod-nvidia-open-dkms": "open", "kmod-nvidia-latest-dkms": "proprietary"},
+}
 _CUDA = re.compile(r"cuda-toolkit-(\d+)-(\d+)")
 _CUDNN9 = re.compile(r"libcudnn(\d+)-cuda-(\d+)")
 _NCCL = re.compile(r"(\d+\.\d+\.\d+)-\d+[+.]cuda(\d+\.\d+)")
@@ -144,34 +149,57 @@ _CUDNN8 = re.compile(r"(\d+(?:\.\d+){3})-\d+[+.]cuda(\d+\.\d+)")
 
 
 def offer(packages: Mapping[str, Iterable[str]], kind: str) -> Offer:
-    """What a repository's packages (apt_packages / rpm_packages) offer a lock."""
+    """What a repository's packages (apt_packages / rpm_packages) offer a lock; kind: APT (NVIDIA's ubuntu
+    repositories), DEBIAN (its debian12 one) or RPM. cuDNN and NCCL count where the runtime and the
+    development package are both there at the version, as the cudnn and nccl roles install both."""
     found = Offer()
+    runtime: dict[str, set[tuple[str, str]]] = {"cudnn": set(), "nccl": set()}
+    development: dict[str, set[tuple[str, str]]] = {"cudnn": set(), "nccl": set()}
     for name, versions in packages.items():
         for version in versions:
-            _classify(found, name, version, kind)
+            _classify(found, name, version, kind, runtime, development)
+    found.cudnn = runtime["cudnn"] & development["cudnn"]
+    found.nccl = runtime["nccl"] & development["nccl"]
     return found
 
 
-def _classify(found: Offer, name: str, version: str, kind: str) -> None:
+_DEV = re.compile(r"-(?:dev|devel)(?=-|$)")  # libnccl-dev, libcudnn9-dev-cuda-12, libnccl-devel, ...
+
+
+def _classify(
+    found: Offer,
+    name: str,
+    version: str,
+    kind: str,
+    runtime: dict[str, set[tuple[str, str]]],
+    development: dict[str, set[tuple[str, str]]],
+) -> None:
     upstream = _upstream(version)
     flavor = _driver_flavor(name, upstream, kind)
     if flavor:
         found.drivers.setdefault(upstream, set()).add(flavor)
-    elif match := _CUDA.fullmatch(name):
-        if upstream.split(".")[:2] == [match[1], match[2]]:
-            found.cuda.add(upstream)
-    elif match := _CUDNN9.fullmatch(name):
-        if upstream.split(".")[0] == match[1]:
-            found.cudnn.add((upstream, match[2]))
-    elif name == "libcudnn8" and (match := _CUDNN8.fullmatch(version.split(":", 1)[-1])):
-        found.cudnn.add((match[1], match[2]))
-    elif name == ("libnccl2" if kind == APT else "libnccl") and (match := _NCCL.fullmatch(version)):
-        found.nccl.add((match[1], match[2]))
+        return
+    if (match := _CUDA.fullmatch(name)) and upstream.split(".")[:2] == [match[1], match[2]]:
+        found.cuda.add(upstream)
+        return
+    into = development if _DEV.search(name) else runtime
+    base = _DEV.sub("", name, count=1)
+    if (match := _CUDNN9.fullmatch(base)) and upstream.split(".")[0] == match[1]:
+        into["cudnn"].add((upstream, match[2]))
+    elif base == "libcudnn8" and (match := _CUDNN8.fullmatch(version.split(":", 1)[-1])):
+        into["cudnn"].add((match[1], match[2]))
+    elif base == _nccl_name(kind, into is development) and (match := _NCCL.fullmatch(version)):
+        into["nccl"].add((match[1], match[2]))
+
+
+def _nccl_name(kind: str, development: bool) -> str:
+    """apt: libnccl2 and libnccl-dev; dnf: libnccl and libnccl-devel (roles/nccl/vars), "-dev*" taken off."""
+    return "libnccl" if development or kind == RPM else "libnccl2"
 
 
 def _driver_flavor(name: str, upstream: str, kind: str) -> str:
-    if kind == RPM:
-        return _RPM_DRIVER.get(name, "")
+    if kind in _NAMED_DRIVER:
+        return _NAMED_DRIVER[kind].get(name, "")
     match = _APT_DRIVER.fullmatch(name)
     if not match:
         return ""

@@ -17,13 +17,13 @@ from typing import Any
 from gpuprov import host_preflight, hosts, lock, onhost, repo_metadata, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.onhost import python_command
-from gpuprov.repo_metadata import APT, RPM, MetadataError, Offer
+from gpuprov.repo_metadata import APT, DEBIAN, RPM, MetadataError, Offer
 
 NVIDIA_REPOSITORIES = "https://developer.download.nvidia.com/compute/cuda/repos"  # the role's default
 PYTORCH_INDEX_BASE = "https://download.pytorch.org/whl"  # python_env's default
 ARCH_DIR = "x86_64"
 FETCH_TIMEOUT_S = 180.0  # the host's own fetch gives up after 60 s per file
-_FAMILY_KIND = {"ubuntu": APT, "debian": APT, "rhel": RPM}
+_FAMILY_KIND = {"ubuntu": APT, "debian": DEBIAN, "rhel": RPM}
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,8 @@ def _read_repositories(found: Gathered) -> None:
 
 
 def _repository_offer(host: hosts.Host, url: str, kind: str) -> Offer:
-    if kind == APT:
-        return repo_metadata.offer(repo_metadata.apt_packages(fetch(host, f"{url}/Packages.gz")), APT)
+    if kind != RPM:
+        return repo_metadata.offer(repo_metadata.apt_packages(fetch(host, f"{url}/Packages.gz")), kind)
     primary = repo_metadata.primary_location(fetch(host, f"{url}/repodata/repomd.xml"))
     return repo_metadata.offer(repo_metadata.rpm_packages(fetch(host, f"{url}/{primary}")), RPM)
 

@@ -98,7 +98,7 @@ def resolve(
 def _no_common_cuda(
     table: Mapping[str, Any], offers: Mapping[str, Offer], candidates: list[str], minor: str | None
 ) -> list[Blocker]:
-    matching = f" of CUDA {minor}" if minor else ""
+    matching = f"CUDA {minor} release" if minor else "CUDA release"
     blockers = []
     for repository, offer in offers.items():
         listed = set(map(str, table.get("os_repositories", {}).get(repository, {}).get("cuda", [])))
@@ -108,7 +108,7 @@ def _no_common_cuda(
             blockers.append(
                 Blocker(
                     repository,
-                    f"{repository} carries no CUDA release{matching} that the table lists for it "
+                    f"{repository} carries no {matching} that the table lists for it "
                     f"(the repository has: {carried})",
                 )
             )
@@ -116,7 +116,7 @@ def _no_common_cuda(
             blockers.append(
                 Blocker(
                     repository,
-                    f"{repository} carries CUDA {', '.join(own)}, and no other OS here carries them",
+                    f"{repository} carries CUDA {', '.join(own)}, which some other OS here does not",
                 )
             )
     return blockers
