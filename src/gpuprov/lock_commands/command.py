@@ -4,7 +4,6 @@ in checking.py and resolve.py, imported only once the options are good."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,13 +36,22 @@ class LockCheckOptions:
 LOCK_CHECK = cli_options.OptionSet(LockCheckOptions, finish=_finish)
 
 
-def _pattern(regex: str, example: str) -> Callable[[str | None], str | None]:
+def _constraint(option: str, metavar: str, what: str, regex: str, example: str) -> str | None:
+    """--cuda X.Y and its kind: only releases of what, given as regex (example in the help and errors)."""
+    words = {"B": "a driver branch", "X.Y": f"a {what.split()[0]} minor"}[metavar]
+
     def check(given: str) -> str:
         if not re.fullmatch(regex, given.strip()):
-            raise cli_options.Invalid(f"give {example}")
+            raise cli_options.Invalid(f'give {words} such as "{example}"')
         return given.strip()
 
-    return cli_options.optional(check)
+    return cli_options.option(
+        option,
+        default=None,
+        metavar=metavar,
+        help=f"Only {what} (e.g. {example}).",
+        parse=cli_options.optional(check),
+    )
 
 
 def _output(given: str) -> Path:
@@ -56,30 +64,13 @@ def _output(given: str) -> Path:
 class LockResolveOptions:
     inventory: Path = host_options.inventory_found()  # the repositories are read through the hosts
     limit: str | None = host_options.limit()
-    driver_branch: str | None = cli_options.option(
-        "--driver-branch",
-        default=None,
-        metavar="B",
-        help="Only drivers of this branch (e.g. 580).",
-        parse=_pattern(r"\d{3}", 'a driver branch such as "580"'),
-    )
-    cuda: str | None = cli_options.option(
-        "--cuda",
-        default=None,
-        metavar="X.Y",
-        help="Only CUDA releases of this minor (e.g. 12.8).",
-        parse=_pattern(r"\d+\.\d+", 'a CUDA minor such as "12.8"'),
-    )
-    torch: str | None = cli_options.option(
-        "--torch",
-        default=None,
-        metavar="X.Y",
-        help="Only PyTorch releases of this minor (e.g. 2.9).",
-        parse=_pattern(r"\d+\.\d+", 'a PyTorch minor such as "2.9"'),
-    )
+    driver_branch: str | None = _constraint("--driver-branch", "B", "drivers of this branch", r"\d{3}", "580")
+    cuda: str | None = _constraint("--cuda", "X.Y", "CUDA releases of this minor", r"\d+\.\d+", "12.8")
+    torch: str | None = _constraint("--torch", "X.Y", "PyTorch releases of this minor", r"\d+\.\d+", "2.9")
     driver_flavor: str = cli_options.option(
         "--driver-flavor",
         default="open",
+        metavar="open|proprietary",
         show_default=True,
         help="The kernel modules: open (Turing and newer) or proprietary.",
         parse=cli_options.one_of(("open", "proprietary")),

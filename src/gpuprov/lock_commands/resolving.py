@@ -82,7 +82,7 @@ def resolve(
     passed_over: list[str] = []
     furthest: tuple[int, list[Blocker]] = (0, [])
     for row in candidates:
-        attempt = _try(table, wanted, offers, wheels, today, row)
+        attempt = _try(_Facts(table, offers, wheels, today), wanted, row)
         if isinstance(attempt, Resolution):
             attempt.passed_over = passed_over
             return attempt
@@ -122,21 +122,25 @@ def _no_common_cuda(
     return blockers
 
 
+@dataclass(frozen=True)
+class _Facts:
+    table: Mapping[str, Any]
+    offers: Mapping[str, Offer]
+    wheels: Wheels
+    today: datetime.date
+
+
 def _try(
-    table: Mapping[str, Any],
-    wanted: Wanted,
-    offers: Mapping[str, Offer],
-    wheels: Wheels,
-    today: datetime.date,
-    cuda_row: Mapping[str, Any],
+    facts: _Facts, wanted: Wanted, cuda_row: Mapping[str, Any]
 ) -> Resolution | tuple[int, list[Blocker]]:
     """The lock for this CUDA release, or how far it got (1: the driver, 2 cuDNN, 3 NCCL, 4 PyTorch) and
     what stopped it there (0: a repository lacks the CUDA release itself)."""
+    table, offers = facts.table, facts.offers
     cuda = str(cuda_row["version"])
     blockers = _cuda_blockers(table, offers, cuda)
     if blockers:
         return 0, blockers
-    driver = _driver(table, wanted, offers, cuda_row, today)
+    driver = _driver(table, wanted, offers, cuda_row, facts.today)
     if isinstance(driver, list):
         return 1, driver
     cudnn = _newest(
@@ -158,7 +162,7 @@ def _try(
     )
     if isinstance(nccl, list):
         return 3, nccl
-    torch = _torch(table, wanted, wheels, cuda)
+    torch = _torch(table, wanted, facts.wheels, cuda)
     if isinstance(torch, Blocker):
         return 4, [torch]
     return _resolution(wanted, offers, cuda_row, driver, cudnn, nccl, torch)
