@@ -123,7 +123,7 @@ def resolve(opts: LockResolveOptions) -> None:
     inventory sets it) and the PyTorch index, read-only, over SSH with host key checking. The lock goes to
     FILE with each choice's reason; an existing FILE is kept unless --force. Exit 0: written; 2: bad input
     (FILE exists, a constraint the table cannot meet); 6: a host unreachable; 7: no lock fits a host's
-    repository (one line per host), or its metadata cannot be read.
+    repository or its GPUs (one line per host), or its metadata cannot be read.
     """
     from gpuprov.lock_commands import resolve as resolving_command  # SSH: only once the options are good
 

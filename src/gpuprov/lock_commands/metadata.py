@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuprov import host_preflight, hosts, lock, onhost, repo_metadata, ssh
+from gpuprov import gpu_generations, host_preflight, hosts, lock, onhost, repo_metadata, ssh
 from gpuprov.errors import GpuprovError
 from gpuprov.onhost import python_command
 from gpuprov.repo_metadata import APT, DEBIAN, RPM, MetadataError, Offer
@@ -31,6 +31,7 @@ class HostOs:
     host: hosts.Host
     shown: str  # "Debian 12"
     repository: str  # "debian12"; "" when NVIDIA names no repository for it
+    gpus: tuple[gpu_generations.PciGpu, ...] = ()  # from sysfs, as preflight reads them
 
 
 @dataclass
@@ -69,12 +70,13 @@ def _read_os(host: hosts.Host) -> HostOs:
     client = ssh.connect(host, timeout=host_preflight.SSH_TIMEOUT_S)
     try:
         result = ssh.run(client, "cat /etc/os-release", host_preflight.COMMAND_TIMEOUT_S)
+        gpus = host_preflight.read_gpus(client)
     finally:
         client.close()
     fields = host_preflight.parse_os_release(result.stdout if result.rc == 0 else "")
     os_id, version = fields.get("ID", ""), fields.get("VERSION_ID", "")
     shown = f"{fields.get('NAME', os_id)} {version}".strip()
-    return HostOs(host, shown, lock.repository_for(os_id, version))
+    return HostOs(host, shown, lock.repository_for(os_id, version), gpus)
 
 
 def repository_url(host: hosts.Host, repository: str) -> str:

@@ -3,7 +3,8 @@
 The constraints are checked against the table and FILE against overwriting before any host is contacted
 (exit 2). Then metadata.gather reads each OS's repository and the PyTorch index through the hosts,
 resolving.resolve picks the lock, and the lock is checked as bootstrap's preflight will check it (the table,
-and each host's OS repository in the table) before it is written, atomically, with each choice's reason.
+each host's OS repository in the table, each host's GPUs) before it is written, atomically, with each
+choice's reason.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuprov import console, host_preflight, hosts, lock
+from gpuprov import console, gpu_generations, host_preflight, hosts, lock
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.lock_commands import metadata, resolving
 from gpuprov.lock_commands.command import LockResolveOptions
@@ -47,6 +48,9 @@ def run(opts: LockResolveOptions, today: datetime.date | None = None) -> ExitCod
     except resolving.Unmet as unmet:
         return _show_problems(_unmet_lines(unmet, gathered))
     _confirm(found.lock, gathered, table)
+    gpu_lines = _gpu_problems(found.lock, gathered, table)
+    if gpu_lines:
+        return _show_problems(gpu_lines)
     warnings = lock.warnings(found.lock, table, day)
     write(opts.output, render(found, opts, sorted(gathered.offers), warnings), opts.force)
     _show(found, opts.output, warnings)
@@ -104,6 +108,27 @@ def _confirm(stack: Mapping[str, str], gathered: metadata.Gathered, table: Mappi
         raise GpuprovError(
             f"the resolved lock fails gpuprov's own lock check: {problems[0]}; please report it"
         )
+
+
+def _gpu_problems(
+    stack: Mapping[str, str], gathered: metadata.Gathered, table: Mapping[str, Any]
+) -> list[host_preflight.Problem]:
+    """A line per host whose GPUs cannot run the lock (as bootstrap's preflight would refuse it): nothing is
+    written, and the line says which field to constrain (--cuda, --driver-flavor, ...)."""
+    if not any(h.gpus for h in gathered.hosts):
+        return []
+    tables = gpu_generations.load_tables()
+    cudas = [str(row["version"]) for row in table.get("cuda", [])]
+    lines = []
+    for host_os in gathered.hosts:
+        line, _ = (
+            gpu_generations.host_problems(host_os.gpus, stack, tables, cudas) if host_os.gpus else (None, [])
+        )
+        if line:
+            lines.append(
+                host_preflight.Problem(host_os.host.name, "gpu", f"the newest lock does not fit: {line}")
+            )
+    return lines
 
 
 def _os_of(repository: str) -> tuple[str, str]:

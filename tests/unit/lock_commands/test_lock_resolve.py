@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from gpuprov import hosts, lock
+from gpuprov.gpu_generations import PciGpu
 from gpuprov.lock_commands import metadata, resolving
 from gpuprov.repo_metadata import Offer
 from tests.unit import in_process
@@ -114,13 +115,14 @@ def work(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def lock_resolve(*args: str, cwd: Path) -> in_process.Result:
-    return in_process.gpuprov(
-        "lock", "resolve", *args, cwd=cwd, env={"GPUPROV_STATE_DIR": str(cwd / "state")}
-    )
+def lock_resolve(*args: str, cwd: Path, columns: int = 80) -> in_process.Result:
+    env = {"GPUPROV_STATE_DIR": str(cwd / "state"), "COLUMNS": str(columns)}
+    return in_process.gpuprov("lock", "resolve", *args, cwd=cwd, env=env)
 
 
-def fake_metadata(monkeypatch: pytest.MonkeyPatch, rhel9: Offer = SANDBOX_LIKE) -> list[str]:
+def fake_metadata(
+    monkeypatch: pytest.MonkeyPatch, rhel9: Offer = SANDBOX_LIKE, node2_gpus: tuple[PciGpu, ...] = ()
+) -> list[str]:
     asked: list[str] = []
 
     def gather(inventory: hosts.Inventory) -> metadata.Gathered:
@@ -129,7 +131,7 @@ def fake_metadata(monkeypatch: pytest.MonkeyPatch, rhel9: Offer = SANDBOX_LIKE) 
         return metadata.Gathered(
             hosts=[
                 metadata.HostOs(node1, "Debian GNU/Linux 12", "debian12"),
-                metadata.HostOs(node2, "Rocky Linux 9.4", "rhel9"),
+                metadata.HostOs(node2, "Rocky Linux 9.4", "rhel9", node2_gpus),
             ],
             offers={"debian12": SANDBOX_LIKE, "rhel9": rhel9},
             torch=set(CPU_ONLY.found),
@@ -176,6 +178,24 @@ def test_a_repository_that_cannot_meet_it_fails_one_line_per_host(
     assert "Rocky Linux 9.4 (rhel9): no lock fits: rhel9 carries no CUDA" in shown  # the table wraps the rest
     assert "Debian GNU/Linux 12 (debian12): no lock fits: debian12" in shown
     assert not (work / "gpu_stack.yml").exists()
+
+
+def test_hosts_whose_gpus_cannot_run_the_newest_lock_get_their_line(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A V100 (10de:1db1, Volta) cannot run the open kernel modules: nothing is written, and its line says
+    what to set, as bootstrap's preflight would (docs/gpu-generations.md)."""
+    fake_metadata(monkeypatch, node2_gpus=(PciGpu("0000:18:00.0", "1db1"),))
+    result = lock_resolve("inventory.ini", cwd=work, columns=400)
+    assert result.returncode == 7, result.stderr
+    shown = result.stdout + result.stderr
+    assert (
+        "node2" in shown
+        and "the newest lock does not fit: 1x Tesla V100 SXM2 16GB (Volta, 10de:1db1)" in shown
+    )
+    assert "driver_flavor" in shown and "node1 " not in shown.split("no lock written", 1)[1]
+    assert not (work / "gpu_stack.yml").exists()
+    assert lock_resolve("inventory.ini", "--driver-flavor", "proprietary", cwd=work).returncode == 0
 
 
 @pytest.mark.parametrize(

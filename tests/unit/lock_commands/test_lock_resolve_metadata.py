@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuprov import hosts, ssh
+from gpuprov import host_preflight, hosts, ssh
 from gpuprov.lock_commands import metadata
 from gpuprov.repo_metadata import DEBIAN, RPM
 
@@ -81,6 +81,9 @@ def local_hosts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return ssh.Result(proc.returncode, proc.stdout, proc.stderr)
 
     monkeypatch.setattr(ssh, "connect", lambda host, timeout=0: _Closable(host))
+    monkeypatch.setattr(
+        host_preflight, "read_gpus", lambda client: ()
+    )  # this machine's own are not the hosts'
     monkeypatch.setattr(ssh, "run", run)
     return sent
 
