@@ -51,7 +51,8 @@ def gather(inventory: hosts.Inventory) -> Gathered:
         if outcome.error is not None:
             if isinstance(outcome.error, KeyboardInterrupt):
                 raise outcome.error
-            found.problems.append(host_preflight.Problem(host.name, "ssh", ssh.reason(outcome.error)))
+            check = "host key" if isinstance(outcome.error, ssh.HostKeyProblem) else "ssh"
+            found.problems.append(host_preflight.Problem(host.name, check, ssh.reason(outcome.error)))
             continue
         host_os = outcome.get()
         if not host_os.repository:

@@ -14,7 +14,7 @@ import json
 import os
 import tempfile
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +52,9 @@ def run(opts: LockResolveOptions, today: datetime.date | None = None) -> ExitCod
     if gpu_lines:
         return _show_problems(gpu_lines)
     warnings = lock.warnings(found.lock, table, day)
-    write(opts.output, render(found, opts, sorted(gathered.offers), warnings), opts.force)
-    _show(found, opts.output, warnings)
+    behind = resolving.unlisted(table, gathered.offers)
+    write(opts.output, render(found, opts, sorted(gathered.offers), warnings, behind), opts.force)
+    _show(found, opts.output, warnings, behind)
     return ExitCode.OK
 
 
@@ -139,7 +140,11 @@ def _os_of(repository: str) -> tuple[str, str]:
 
 
 def render(
-    found: resolving.Resolution, opts: LockResolveOptions, repositories: list[str], warnings: list[str]
+    found: resolving.Resolution,
+    opts: LockResolveOptions,
+    repositories: list[str],
+    warnings: list[str],
+    behind: Sequence[str] = (),
 ) -> str:
     constraints = " ".join(
         f"{name} {value}"
@@ -158,6 +163,7 @@ def render(
         f"Use it with `gpuprov bootstrap -e @{opts.output.name}`, or as group_vars/all/gpu_stack.yml.",
         *(f"Passed over: {line}" for line in found.passed_over),
         *(f"Warning: {line}" for line in warnings),
+        *(f"Not in the table yet ({lock.HOW_TO_ADD}): {line}" for line in behind),
     ]
     lines = [*_comment(head, ""), f"{hosts.LOCK_VARIABLE}:"]
     for name, value in found.lock.items():
@@ -208,13 +214,15 @@ def _show_problems(problems: list[host_preflight.Problem]) -> ExitCode:
     )
 
 
-def _show(found: resolving.Resolution, path: Path, warnings: list[str]) -> None:
+def _show(found: resolving.Resolution, path: Path, warnings: list[str], behind: list[str]) -> None:
     rows = [[name, value, found.reasons[name]] for name, value in found.lock.items()]
     console.table("Lock resolve: the newest lock that fits", ["field", "value", "why"], rows)
     for line in found.passed_over:
         console.info(f"passed over: {line}")
     for line in warnings:
         console.warning(line)
+    for line in behind:
+        console.notice(f"not in the table yet: {line} ({lock.HOW_TO_ADD})")
     console.success(f"Wrote {path}; nothing was changed on any host")
 
 

@@ -343,6 +343,23 @@ def _resolution(
     return Resolution(lock, reasons)
 
 
+def unlisted(table: Mapping[str, Any], offers: Mapping[str, Offer]) -> list[str]:
+    """Drivers and CUDA releases a repository carries that are newer than every row of their kind in the
+    table: the table is behind (a lock cannot name them until they get their row, with a source)."""
+    lines = []
+    for repository, offer in sorted(offers.items()):
+        for kind, carried in (("drivers", set(offer.drivers)), ("cuda", offer.cuda)):
+            listed = [str(r["version"]) for r in _rows(table, kind)]
+            newest = max(listed, key=key) if listed else ""
+            newer = sorted((v for v in carried if key(v) > key(newest)), key=key)
+            if newer:
+                what = "driver" if kind == "drivers" else "CUDA"
+                lines.append(
+                    f"{repository} carries {what} {', '.join(newer)}, newer than the table's {newest}"
+                )
+    return lines
+
+
 # -- helpers ------------------------------------------------------------------------------------------------
 
 

@@ -219,3 +219,15 @@ def test_bad_input_is_one_line_before_any_host(
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0].removeprefix("error: ").startswith(expected), lines[0]
     assert asked == []
+
+
+def test_releases_newer_than_the_table_are_named() -> None:
+    ahead = offer(["550.127.08", "700.10.01"], ["12.4.1", "14.0.1"], [], [])
+    assert resolving.unlisted(TABLE, {"ubuntu2404": ahead, "debian12": SANDBOX_LIKE}) == [
+        f"ubuntu2404 carries driver 700.10.01, newer than the table's {newest('drivers')}",
+        f"ubuntu2404 carries CUDA 14.0.1, newer than the table's {newest('cuda')}",
+    ]
+
+
+def newest(kind: str) -> str:
+    return max((str(r["version"]) for r in TABLE[kind]), key=resolving.key)
