@@ -36,9 +36,13 @@ def test_the_resolved_lock_is_accepted_by_bootstrap(mixed_sandbox: Sandbox, tmp_
     assert (stack["driver_version"], stack["pytorch_cuda_tag"]) == ("570.124.06", "cpu")
     result = bootstrap(mixed_sandbox, "-e", f"@{target}", "--check", timeout=1500)
     assert result.returncode == 0, result.stdout + result.stderr
-    hosts = result.summary()["hosts"]
+    summary = result.summary()
+    assert summary["check"] is True
+    hosts = summary["hosts"]
     assert sorted(hosts) == ["node1", "node2", "node3"]
     assert all(host["failed"] == 0 for host in hosts.values()), hosts
+    assert all(host["changed"] > 0 for host in hosts.values()), hosts  # the roles ran: they would install
+    print(proc.stderr, target.read_text(), {name: host["changed"] for name, host in hosts.items()}, sep="\n")
 
 
 def test_a_cuda_the_debian12_repository_lacks_fails_one_line_per_host(
