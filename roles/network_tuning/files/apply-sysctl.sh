@@ -12,7 +12,9 @@ normalise() {
 for pair in "$@"; do
     key=${pair%%=*}
     want=$(printf '%s' "${pair#*=}" | normalise)
-    path=/proc/sys/$(printf '%s' "$key" | tr . /)
+    # Dots separate the key's parts and a "/" stands for a dot inside one (an interface named ib0.8001),
+    # as sysctl.d(5) and procps' sysctl read them.
+    path=/proc/sys/$(printf '%s' "$key" | tr './' '/.')
     if [ ! -e "$path" ]; then
         echo "unsettable $key: the kernel has no such key here"
         continue

@@ -1,10 +1,12 @@
 #!/bin/sh
 # Open TCP port ranges in firewalld to the cluster's nodes through one ipset (used by the network_tuning
 # role), changing only what differs.
-# Usage: firewalld-allow.sh apply|check ZONE IPSET PORTS [SOURCE...]
+# Usage: firewalld-allow.sh apply|check prune|keep ZONE IPSET PORTS [SOURCE...]
+#   prune: the SOURCEs are the whole cluster, entries not among them are removed; keep: some node's addresses
+#   could not be read, so nothing is removed (a node left out of a partial list must not be locked out);
 #   ZONE: a firewalld zone, or "" for the default zone; IPSET: the ipset's name (type hash:net, so it holds
 #   addresses and networks); PORTS: comma-separated ranges, "29400-29599,32768-60999"; SOURCE: IPv4
-#   addresses or networks, the ipset's entries (others are removed from it).
+#   addresses or networks, the ipset's entries (with prune, others are removed from it).
 # Per rule "rule source ipset=IPSET port port=PORTS protocol=tcp accept" in ZONE. Rich rules the role's
 # previous versions made, one per node and port range ('rule family="ipv4" source address=... port
 # port=PORTS protocol="tcp" accept' for these PORTS), are removed, as are ipset rules for other ports.
@@ -14,13 +16,18 @@
 # costs one SSH round trip however large the cluster is.
 set -eu
 mode=$1
-zone=$2
-ipset=$3
-ports=$4
-shift 4
+prune=$2
+zone=$3
+ipset=$4
+ports=$5
+shift 5
 
 if [ "$mode" != apply ] && [ "$mode" != check ]; then
     echo "firewalld-allow.sh: mode must be apply or check, not '$mode'" >&2
+    exit 2
+fi
+if [ "$prune" != prune ] && [ "$prune" != keep ]; then
+    echo "firewalld-allow.sh: the second argument must be prune or keep, not '$prune'" >&2
     exit 2
 fi
 if ! command -v firewall-cmd >/dev/null 2>&1; then
@@ -65,7 +72,11 @@ reconcile() {
     fi
 
     comm -23 "$work/wanted" "$work/have" >"$work/add"
-    comm -13 "$work/wanted" "$work/have" >"$work/remove"
+    if [ "$prune" = prune ]; then
+        comm -13 "$work/wanted" "$work/have" >"$work/remove"
+    else
+        : >"$work/remove"
+    fi
     sed "s/^/changed $what +/" "$work/add"
     sed "s/^/changed $what -/" "$work/remove"
     if [ "$mode" = apply ]; then

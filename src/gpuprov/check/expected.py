@@ -55,6 +55,7 @@ def nccl_settings(host_vars: Mapping[str, Any]) -> dict[str, str]:
         "NCCL_IB_GID_INDEX": variable(host_vars, "network_tuning", "network_tuning_nccl_ib_gid_index"),
         "NCCL_NET_GDR_LEVEL": variable(host_vars, "network_tuning", "network_tuning_nccl_net_gdr_level"),
         "NCCL_DEBUG": variable(host_vars, "network_tuning", "network_tuning_nccl_debug"),
+        "NCCL_SOCKET_FAMILY": variable(host_vars, "network_tuning", "network_tuning_nccl_socket_family"),
     }
     settings.update(dict(variable(host_vars, "network_tuning", "network_tuning_nccl_extra") or {}))
     return {k: str(v) for k, v in settings.items() if v is not None and str(v) != ""}

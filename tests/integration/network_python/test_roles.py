@@ -6,6 +6,7 @@ The converge / idempotence / verify runs on three OSes are the Molecule scenario
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -122,3 +123,25 @@ def test_the_firewall_lets_cluster_nodes_in_and_keeps_others_out(node: Sandbox):
     # The node itself (a cluster node) does get through.
     connect = f"import socket; print(socket.create_connection(('{address}', 29500), 3).recv(2).decode())"
     assert shell(node, f'python3 -c "{connect}"') == "ok"
+
+
+def test_a_limited_run_reads_the_peers_outside_it_and_keeps_an_unreachable_one(node: Sandbox, tmp_path: Path):
+    """`--limit node1` with two more hosts in gpu_nodes: `again` is node1 under another name (its addresses
+    are read over SSH, as a peer outside the limit's), `gone` has an address nothing answers on. The run
+    succeeds, names `gone`, and lets its ansible_host in (ufw: the rules of earlier runs stay in any case)."""
+    address = shell(node, "hostname -I").split()[0]
+    gone = ".".join([*address.split(".")[:3], "250"])
+    extra = tmp_path / "peers.ini"
+    extra.write_text(
+        f"[gpu_nodes]\nagain ansible_host={address}\ngone ansible_host={gone} ansible_ssh_timeout=3\n"
+    )
+    proc = node.playbook(PLAYBOOKS / "network_tuning.yml", "-i", str(extra), "--limit", "node1",
+                         "-e", "network_tuning_nccl_socket_ifname=eth0")  # fmt: skip
+    assert "failed=0" in recap(proc.stdout) and "unreachable=0" in recap(proc.stdout)
+    # Ansible shows a delegated host with its address: "ok: [node1 -> again(172.18.0.2)] => (item=again)".
+    assert re.search(r"^ok: \[node1 -> again[^\]]*\] => \(item=again\)", proc.stdout, re.MULTILINE), (
+        proc.stdout
+    )
+    assert "could not read the addresses of gone" in " ".join(proc.stdout.split())
+    rules = shell(node, "ufw status")
+    assert any(gone in line and "29400:29599/tcp" in line for line in rules.splitlines()), rules

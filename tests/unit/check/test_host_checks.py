@@ -45,7 +45,7 @@ def gathered(**changes: Any) -> dict[str, Any]:
         "python_path": "/opt/gpuprov/envs/train/bin/python",
         "sysctl": {"net.ipv4.tcp_rmem": "4096 87380 268435456"},
         "sysctl_readonly": [],
-        "nccl_conf": "# Ansible managed\n",
+        "nccl_conf": "# Ansible managed\nNCCL_SOCKET_FAMILY=AF_INET\n",
         "interfaces": {"lo": "unknown", "eth0": "up"},
         "infiniband": [],
         "kernel_log": {"rc": 0, "stdout": ""},
@@ -215,7 +215,8 @@ def test_sysctl_reverted_fails_unless_the_host_cannot_set_it() -> None:
 
 def test_nccl_conf_compared_with_the_role_settings() -> None:
     v = view(
-        gathered(nccl_conf="# managed\nNCCL_SOCKET_IFNAME=eth0\n"), network_tuning_nccl_socket_ifname="eth0"
+        gathered(nccl_conf="# managed\nNCCL_SOCKET_FAMILY=AF_INET\nNCCL_SOCKET_IFNAME=eth0\n"),
+        network_tuning_nccl_socket_ifname="eth0",
     )
     assert network_checks.nccl_conf(v)[0].status is Status.PASS
     assert network_checks.nccl_interface(v)[0].status is Status.PASS
