@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Mapping
+from typing import Any
 
-from gpuprov.check import parsers, xid
+from gpuprov.check import parsers, xid, xid_watermark
 from gpuprov.check.host_view import NO_GPU, HostView, did_not_run
 from gpuprov.check.results import Result, Status
 
@@ -138,6 +139,7 @@ def persistence(view: HostView) -> list[Result]:
 
 
 def xid_events(view: HostView) -> list[Result]:
+    """Xid events new since the last check (xid_watermark): one of xid.NEEDS_ACTION fails, another warns."""
     if not view.has_gpus:
         return view.not_applicable("xid", NO_GPU)
     log = view.tool("kernel_log")
@@ -151,21 +153,29 @@ def xid_events(view: HostView) -> list[Result]:
             )
         ]
     events = parsers.xid_events(str(log.get("stdout", "")))
-    if not events:
-        return [view.result("xid", Status.PASS, measured="none since boot", source=xid.CATALOG_URL)]
-    serious = [e for e in events if e.code in xid.NEEDS_ACTION]
-    codes = sorted({e.code for e in events})
+    mark = view.data.get(xid_watermark.KEY)
+    boot_id = str(view.data.get("boot_id") or "")
+    new = [e for e in events if xid_watermark.is_new(e, boot_id, mark)]
+    earlier = _earlier_xids([e for e in events if e not in new], mark)
+    if not new:
+        since = f"since the check of {mark['checked_at']}" if events and mark else "since boot"
+        return [
+            view.result("xid", Status.PASS, measured=f"none {since}", detail=earlier, source=xid.CATALOG_URL)
+        ]
+    codes = ", ".join(map(str, sorted({e.code for e in new})))
+    serious = [e for e in new if e.code in xid.NEEDS_ACTION]
     if serious:
-        first = serious[0]
-        meaning = xid.NEEDS_ACTION[first.code]
+        meaning = xid.NEEDS_ACTION[serious[0].code]
         return [
             view.result(
                 "xid",
                 Status.FAIL,
-                measured=f"Xid {', '.join(map(str, codes))}",
-                expected="no Xid that needs action",
+                measured=f"Xid {codes}",
+                expected="no new Xid that needs action",
                 source=meaning.source,
-                detail=f"Xid {first.code} on {first.pci}: {meaning.meaning}",
+                detail="; ".join(
+                    filter(None, [f"Xid {serious[0].code} on {serious[0].pci}: {meaning.meaning}", earlier])
+                ),
                 action=meaning.action,
             )
         ]
@@ -173,12 +183,24 @@ def xid_events(view: HostView) -> list[Result]:
         view.result(
             "xid",
             Status.WARN,
-            measured=f"Xid {', '.join(map(str, codes))}",
+            measured=f"Xid {codes}",
             source=xid.CATALOG_URL,
-            detail="Xid events that gpuprov's table does not list as needing action",
+            detail="; ".join(
+                filter(None, ["Xid events that gpuprov's table does not list as failing", earlier])
+            ),
             action="look them up in NVIDIA's Xid catalog",
         )
     ]
+
+
+def _earlier_xids(events: list[parsers.XidEvent], mark: Mapping[str, Any] | None) -> str:
+    """The Xids an earlier check judged, named so a reader knows they were seen and not judged again."""
+    if not events or not mark:
+        return ""
+    codes = ", ".join(map(str, sorted({e.code for e in events})))
+    return (
+        f"Xid {codes} judged by the check of {mark['checked_at']}, not judged again (reset or reboot since?)"
+    )
 
 
 def gpu_memory(view: HostView) -> list[Result]:

@@ -142,6 +142,8 @@ def nvlink_status(text: str) -> list[NvlinkGpu]:
 # ----- dmesg / journalctl -k: Xid events ------------------------------------------------------------------
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<code>\d+), ?(?P<text>.*)$")
+# plain `dmesg` and `journalctl -k -o short-monotonic` start a line with its seconds since boot `[ 24.82]`
+_SINCE_BOOT = re.compile(r"^\[\s*(\d+\.\d+)\]")
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ class XidEvent:
     pci: str
     code: int
     text: str  # the rest of the line (pid, name, the driver's explanation)
+    seconds: float | None = None  # since boot, where the log line gives it
 
 
 def xid_events(text: str) -> list[XidEvent]:
@@ -157,7 +160,15 @@ def xid_events(text: str) -> list[XidEvent]:
     for line in text.splitlines():
         match = _XID.search(line)
         if match:
-            events.append(XidEvent(match.group("pci"), int(match.group("code")), match.group("text").strip()))
+            since_boot = _SINCE_BOOT.match(line)
+            events.append(
+                XidEvent(
+                    match.group("pci"),
+                    int(match.group("code")),
+                    match.group("text").strip(),
+                    float(since_boot.group(1)) if since_boot else None,
+                )
+            )
     return events
 
 

@@ -198,8 +198,10 @@ def _packages() -> Dict[str, object]:
 
 
 def _kernel_log() -> Dict[str, object]:
-    """The kernel log's NVRM lines since boot: dmesg, else sudo -n dmesg (dmesg_restrict), else journalctl."""
-    for argv in (["dmesg"], ["sudo", "-n", "dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q"]):
+    """The kernel log's NVRM lines since boot: dmesg, else sudo -n dmesg (dmesg_restrict), else journalctl;
+    each line starts with its seconds since boot, which place an Xid against the last check's watermark."""
+    journal = ["journalctl", "-k", "-b", "--no-pager", "-q", "-o", "short-monotonic"]
+    for argv in (["dmesg"], ["sudo", "-n", "dmesg"], journal):
         res = _run(argv)
         if res["rc"] == 0:
             lines = [line for line in str(res["stdout"]).splitlines() if "NVRM" in line]
@@ -335,6 +337,7 @@ def collect(request: Dict[str, object]) -> Dict[str, object]:
         if os.path.isdir("/sys/class/infiniband")
         else [],
         "kernel_log": _kernel_log(),
+        "boot_id": (_read("/proc/sys/kernel/random/boot_id") or "").strip(),
         "pci_nvswitches": _nvidia_pci_devices(("0x0680",)),
         "modules": _loaded_modules(),
     }

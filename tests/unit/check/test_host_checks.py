@@ -176,11 +176,20 @@ def test_xid_that_needs_action_fails_with_its_meaning() -> None:
 
 
 def test_xid_not_in_the_table_warns() -> None:
+    log = (RECORDED / "dmesg-xid" / "dmesg-bumblebee").read_text()
+    result = gpu_checks.xid_events(view(gathered(kernel_log={"rc": 0, "stdout": log}), gpuprov_gpu_count=1))[
+        0
+    ]
+    assert (result.status, result.measured) == (Status.WARN, "Xid 31, 32")
+
+
+def test_xid_94_without_48_fails_as_a_contained_uncorrectable_error() -> None:
     log = (RECORDED / "dmesg-xid" / "dmesg-T-akash-535.183.01").read_text()
     result = gpu_checks.xid_events(view(gathered(kernel_log={"rc": 0, "stdout": log}), gpuprov_gpu_count=1))[
         0
     ]
-    assert (result.status, result.measured) == (Status.WARN, "Xid 31, 43, 94")
+    assert (result.status, result.measured) == (Status.FAIL, "Xid 31, 43, 94")
+    assert "Xid 94" in result.detail and "contained uncorrectable ECC" in result.detail
 
 
 def test_unreadable_kernel_log_could_not_run() -> None:
