@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprov import hosts, onhost, ssh
+from gpuprov.check import parsers
 from gpuprov.errors import GpuprovError
 from gpuprov.onhost import python_command
 
@@ -42,6 +43,7 @@ def request(host: hosts.Host, sysctl_keys: list[str]) -> dict[str, Any]:
         "sysctl_keys": sysctl_keys,
         "nccl_conf": v.get("network_tuning_nccl_conf_file") or "/etc/nccl.conf",
         "cuda_home": v.get("cuda_home_link") or "/usr/local/cuda",
+        "ecc_fields": list(parsers.ECC_FIELDS),
         # hostprobe runs these with the env's python (`python -c`): their text goes with the request.
         "programs": {name: onhost.text(f"{name}.py") for name in ("env_probe", "matmul_probe")},
     }

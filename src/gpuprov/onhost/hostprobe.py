@@ -296,12 +296,15 @@ def _gpu_probes(request: Dict[str, object], python: str) -> Dict[str, object]:
             f"an nvidia-smi of an earlier run (pid {', '.join(map(str, stuck))}) is stuck in the kernel "
             "(state D): the driver is hung; no GPU probe was started"
         )
-        return {"smi_q": why, "smi_nvlink": why, "env": why, "matmul": why}
+        return {"smi_q": why, "smi_nvlink": why, "smi_ecc": why, "env": why, "matmul": why}
     smi_q = _run([smi, "-q"])
     if smi_q.get("timeout"):
         why = _skipped("nvidia-smi hung: the GPU probes were not started")
         return {"smi_q": smi_q, "smi_nvlink": dict(smi_q), "env": why, "matmul": why}
     found: Dict[str, object] = {"smi_q": smi_q, "smi_nvlink": _run([smi, "nvlink", "--status"])}
+    ecc_fields = ",".join(str(f) for f in request.get("ecc_fields") or [])  # type: ignore[attr-defined]
+    if ecc_fields:  # the ECC counters by their stable names (the controller's parsers.ECC_FIELDS)
+        found["smi_ecc"] = _run([smi, "--query-gpu=" + ecc_fields, "--format=csv,noheader,nounits"])
     found["env"] = env = _run([python, "-c", _program(request, "env_probe")], timeout=120)
     if _sees_gpus(env):
         found["matmul"] = _matmul_under_load(python, smi, _program(request, "matmul_probe"))
