@@ -13,9 +13,11 @@ from typing import Any
 from gpuprov import hosts, onhost, ssh
 from gpuprov.check import parsers
 from gpuprov.errors import GpuprovError
-from gpuprov.onhost import python_command
+from gpuprov.onhost import hostprobe, python_command
 
-PROBE_TIMEOUT_S = 150.0  # the env's `import torch` may take a minute on a cold disk
+# The host program keeps within its own budget (a cold `import torch`, a 30 s soak before the matmul, every
+# nvidia-smi at its limit) and reports what ran out; SSH waits that long and a margin for its own start.
+PROBE_TIMEOUT_S = hostprobe.HOST_BUDGET_S + 30.0
 
 
 def probe_code() -> str:

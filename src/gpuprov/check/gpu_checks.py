@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from gpuprov.check import parsers, xid, xid_watermark
+from gpuprov.check import matmul_floor, parsers, xid, xid_watermark
 from gpuprov.check.host_view import NO_GPU, HostView, did_not_run
 from gpuprov.check.results import Result, Status
 
@@ -230,7 +230,8 @@ def _matmul_run(view: HostView) -> tuple[dict[str, float] | None, str | None]:
 
 
 def matmul(view: HostView) -> list[Result]:
-    """The env's torch multiplies matrices on every GPU; a GPU far below the host's median warns."""
+    """The env's torch multiplies matrices on every GPU after a thermal soak: a GPU below its model's
+    published floor fails (matmul_floor), one far below the host's median warns."""
     if not view.has_gpus:
         return view.not_applicable("matmul", NO_GPU)
     tflops, why = _matmul_run(view)
@@ -244,22 +245,41 @@ def matmul(view: HostView) -> list[Result]:
             )
         ]
     median = statistics.median(tflops.values())
-    results = []
-    for index, value in sorted(tflops.items(), key=lambda item: int(item[0])):
-        results.append(
-            view.verdict(
-                "matmul",
-                not (median > 0 and value < MATMUL_RATIO * median),
-                otherwise=Status.WARN,
-                measured=f"GPU {index}: {value:g}",
-                expected=f">= {MATMUL_RATIO:g} x the host's median ({median:g})",
-                unit="TFLOPS (fp16, 16384x16384)",
-                source="gpuprov: GPUs of one host should match each other",
-                margin=f"{value / median:.2f} x median" if median > 0 else "",
-                action="read the clocks check (throttling?) and the GPU's temperature",
-            )
+    query, _ = smi_q(view)
+    published = matmul_floor.for_gpus([g.get("Product Name", "") for g in query.gpus] if query else [])
+    return [
+        _matmul_result(view, index, value, median, published)
+        for index, value in sorted(tflops.items(), key=lambda item: int(item[0]))
+    ]
+
+
+def _matmul_result(
+    view: HostView, index: str, value: float, median: float, published: matmul_floor.Published | None
+) -> Result:
+    low = median > 0 and value < MATMUL_RATIO * median
+    relative = f">= {MATMUL_RATIO:g} x the host's median ({median:g})"
+    if published is None:
+        floor_text, below = "no published floor for this GPU model", False
+    else:
+        floor_text = (
+            f">= {published.floor:g} ({published.model}: {published.tflops:g} x {matmul_floor.MARGIN:g})"
         )
-    return results
+        below = value < published.floor
+    status = Status.FAIL if below else Status.WARN if low else Status.PASS
+    return view.result(
+        "matmul",
+        status,
+        measured=f"GPU {index}: {value:g}",
+        expected=f"{floor_text}; {relative}",
+        unit="TFLOPS (fp16, 16384x16384, after a 30 s soak)",
+        source=f"{matmul_floor.SOURCE}; gpuprov: GPUs of one host should match each other",
+        margin=f"{value / median:.2f} x median" if median > 0 else "",
+        action={
+            Status.FAIL: "the GPU is below what its model reaches: read the clocks check, the power limit "
+            "(nvidia-smi -q -d POWER) and the GPU's temperature",
+            Status.WARN: "read the clocks check (throttling?) and the GPU's temperature",
+        }.get(status, ""),
+    )
 
 
 def _busy_query(view: HostView) -> tuple[parsers.SmiQuery | None, str | None]:

@@ -35,11 +35,25 @@ MIN_PYTHON = (3, 8)
 UNSUPPORTED_PYTHON_RC = 3
 
 TOOL_TIMEOUT_S = 20.0
-SETTINGS = {"tool_timeout": TOOL_TIMEOUT_S}  # the request's tool_timeout, where it gives one (tests)
-
+ENV_PROBE_TIMEOUT_S = 120.0  # the env's `import torch` may take a minute on a cold disk
 MATMUL_SIZE = 16384
 MATMUL_SECONDS = 4.0
-MATMUL_TIMEOUT_S = 90.0
+MATMUL_SOAK_S = 30.0  # untimed multiplying first, so a cold GPU's boost does not read high (matmul_probe)
+MATMUL_TIMEOUT_S = 150.0  # CUDA's start, the soak, the timed products
+# The whole collect's time: nvidia-smi three times, the env probe and the matmul at their limits (330 s),
+# and 30 s for the other tools. Every wait is cut to what is left of it, so the program ends on its own and
+# says what it did not get to; gpuprov's SSH limit (check/gather.py) is this and a margin.
+HOST_BUDGET_S = 3 * TOOL_TIMEOUT_S + ENV_PROBE_TIMEOUT_S + MATMUL_TIMEOUT_S + 30.0
+# The request's tool_timeout and budget, where it gives them (tests); the deadline collect sets.
+SETTINGS = {"tool_timeout": TOOL_TIMEOUT_S, "deadline": float("inf")}
+
+
+def _remaining() -> float:
+    return SETTINGS["deadline"] - time.monotonic()
+
+
+def _out_of_time(what: str) -> Dict[str, object]:
+    return _skipped(f"check's time on the host ran out before {what} (it had {HOST_BUDGET_S:g} s in all)")
 
 
 def _run(argv: List[str], timeout: Optional[float] = None, stdin: Optional[str] = None) -> Dict[str, object]:
@@ -49,7 +63,9 @@ def _run(argv: List[str], timeout: Optional[float] = None, stdin: Optional[str] 
     whatever it started), not left on the host. Output is read as UTF-8 with replacement: one byte of
     another encoding (a Latin-1 line in the kernel log) must not cost the host its checks.
     """
-    limit = SETTINGS["tool_timeout"] if timeout is None else timeout
+    limit = min(SETTINGS["tool_timeout"] if timeout is None else timeout, _remaining())
+    if limit <= 0:
+        return _out_of_time(argv[0])
     if shutil.which(argv[0]) is None and not os.path.isabs(argv[0]):
         return {"rc": None, "missing": True, "stdout": "", "stderr": ""}
     if os.path.isabs(argv[0]) and not os.access(argv[0], os.X_OK):
@@ -212,7 +228,10 @@ def _kernel_log() -> Dict[str, object]:
 def _matmul_under_load(python: str, smi: str, code: str) -> Dict[str, object]:
     """The matmul probe's TFLOPS per GPU (code: matmul_probe.py's text), and nvidia-smi -q read while the
     GPUs are busy with it."""
-    cmd = [python, "-c", code, str(MATMUL_SIZE), str(MATMUL_SECONDS)]
+    limit = min(MATMUL_TIMEOUT_S, _remaining())
+    if limit <= 0:
+        return _out_of_time("the matmul")
+    cmd = [python, "-c", code, str(MATMUL_SIZE), str(MATMUL_SECONDS), str(MATMUL_SOAK_S)]
     try:
         proc = subprocess.Popen(
             cmd,
@@ -226,8 +245,8 @@ def _matmul_under_load(python: str, smi: str, code: str) -> Dict[str, object]:
     except OSError as exc:
         return {"rc": None, "missing": True, "stdout": "", "stderr": str(exc)}
     # A hung CUDA initialisation must not hold the whole probe: kill the matmul (and what it started) after
-    # MATMUL_TIMEOUT_S.
-    timer = threading.Timer(MATMUL_TIMEOUT_S, _kill_group, [proc])
+    # its limit.
+    timer = threading.Timer(limit, _kill_group, [proc])
     timer.start()
     try:
         busy: Dict[str, object] = {"rc": None, "stdout": "", "stderr": "the matmul never started"}
@@ -239,7 +258,7 @@ def _matmul_under_load(python: str, smi: str, code: str) -> Dict[str, object]:
         timed_out = not timer.is_alive()
         timer.cancel()
     if timed_out:
-        return {"rc": None, "timeout": MATMUL_TIMEOUT_S, "stdout": "", "stderr": "", "smi_q_busy": busy}
+        return {"rc": None, "timeout": round(limit, 1), "stdout": "", "stderr": "", "smi_q_busy": busy}
     return {"rc": proc.returncode, "stdout": out, "stderr": err[-2000:], "smi_q_busy": busy}
 
 
@@ -305,7 +324,7 @@ def _gpu_probes(request: Dict[str, object], python: str) -> Dict[str, object]:
     ecc_fields = ",".join(str(f) for f in request.get("ecc_fields") or [])  # type: ignore[attr-defined]
     if ecc_fields:  # the ECC counters by their stable names (the controller's parsers.ECC_FIELDS)
         found["smi_ecc"] = _run([smi, "--query-gpu=" + ecc_fields, "--format=csv,noheader,nounits"])
-    found["env"] = env = _run([python, "-c", _program(request, "env_probe")], timeout=120)
+    found["env"] = env = _run([python, "-c", _program(request, "env_probe")], timeout=ENV_PROBE_TIMEOUT_S)
     if _sees_gpus(env):
         found["matmul"] = _matmul_under_load(python, smi, _program(request, "matmul_probe"))
     return found
@@ -314,6 +333,7 @@ def _gpu_probes(request: Dict[str, object], python: str) -> Dict[str, object]:
 def collect(request: Dict[str, object]) -> Dict[str, object]:
     started = time.monotonic()
     SETTINGS["tool_timeout"] = float(str(request.get("tool_timeout") or TOOL_TIMEOUT_S))
+    SETTINGS["deadline"] = started + float(str(request.get("budget") or HOST_BUDGET_S))
     fact = _read("/etc/ansible/facts.d/gpuprov_python_env.fact")
     python = str(request.get("python") or "")
     if not python:  # the python_env role's record of the env, else its default place
