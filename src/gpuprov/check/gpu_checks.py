@@ -353,26 +353,6 @@ def pcie(view: HostView) -> list[Result]:
     ]
 
 
-def peermem(view: HostView) -> list[Result]:
-    """GPUDirect RDMA needs nvidia_peermem (the driver's; nv_peer_mem was Mellanox's) where there is RDMA."""
-    if not view.has_gpus:
-        return view.not_applicable("peermem", NO_GPU)
-    if not view.data.get("infiniband"):
-        return view.not_applicable("peermem", "no RDMA device (/sys/class/infiniband is empty)")
-    modules = set(view.data.get("modules") or [])
-    loaded = sorted(modules & {"nvidia_peermem", "nv_peer_mem"})
-    return [
-        view.verdict(
-            "peermem",
-            bool(loaded),
-            measured=", ".join(loaded) or "not loaded",
-            expected="nvidia_peermem loaded",
-            source="NVIDIA GPUDirect RDMA docs (https://docs.nvidia.com/cuda/gpudirect-rdma/)",
-            action="modprobe nvidia_peermem (and add it to /etc/modules-load.d)",
-        )
-    ]
-
-
 def fabricmanager(view: HostView) -> list[Result]:
     """Fabric manager running where the PCI bus has NVSwitches (NVIDIA bridge devices, class 0x0680)."""
     if not view.has_gpus:

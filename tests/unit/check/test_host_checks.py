@@ -10,6 +10,7 @@ from gpuprov.check import (
     cross_checks,
     gpu_checks,
     gpu_memory,
+    gpudirect,
     host_checks,
     host_view,
     network_checks,
@@ -354,11 +355,12 @@ def test_clocks_and_pcie_read_under_load() -> None:
 
 
 def test_peermem_where_there_is_rdma() -> None:
-    rdma = gathered(infiniband=["mlx5_0"], modules=["nvidia", "mlx5_ib"])
-    assert gpu_checks.peermem(view(rdma, gpuprov_gpu_count=1))[0].status is Status.FAIL
+    # An old kernel (no DMA-BUF in its RDMA core): only nvidia_peermem gives NCCL GPUDirect RDMA.
+    rdma = gathered(infiniband=["mlx5_0"], modules=["nvidia", "mlx5_ib"], kernel="5.4.0-216-generic")
+    assert gpudirect.peermem(view(rdma, gpuprov_gpu_count=1))[0].status is Status.FAIL
     rdma["modules"].append("nvidia_peermem")
-    assert gpu_checks.peermem(view(rdma, gpuprov_gpu_count=1))[0].status is Status.PASS
-    assert gpu_checks.peermem(view(gathered(), gpuprov_gpu_count=1))[0].status is Status.NOT_APPLICABLE
+    assert gpudirect.peermem(view(rdma, gpuprov_gpu_count=1))[0].status is Status.PASS
+    assert gpudirect.peermem(view(gathered(), gpuprov_gpu_count=1))[0].status is Status.NOT_APPLICABLE
 
 
 def test_fabricmanager_where_there_are_nvswitches() -> None:
