@@ -331,9 +331,19 @@ def _gpu_probes(request: Dict[str, object], python: str) -> Dict[str, object]:
 
 
 def collect(request: Dict[str, object]) -> Dict[str, object]:
+    """Everything the checks need, within the budget (HOST_BUDGET_S, or the request's `budget`)."""
     started = time.monotonic()
     SETTINGS["tool_timeout"] = float(str(request.get("tool_timeout") or TOOL_TIMEOUT_S))
     SETTINGS["deadline"] = started + float(str(request.get("budget") or HOST_BUDGET_S))
+    try:
+        data = _collect(request)
+    finally:
+        SETTINGS["deadline"] = float("inf")  # the budget is this run's only
+    data["seconds"] = round(time.monotonic() - started, 3)
+    return data
+
+
+def _collect(request: Dict[str, object]) -> Dict[str, object]:
     fact = _read("/etc/ansible/facts.d/gpuprov_python_env.fact")
     python = str(request.get("python") or "")
     if not python:  # the python_env role's record of the env, else its default place
@@ -368,7 +378,6 @@ def collect(request: Dict[str, object]) -> Dict[str, object]:
     data["dkms"] = _run(["dkms", "status"])
     data["fabricmanager"] = _run(["systemctl", "is-active", "nvidia-fabricmanager"])
     data.update(_gpu_probes(request, python))
-    data["seconds"] = round(time.monotonic() - started, 3)
     return data
 
 

@@ -84,3 +84,42 @@ def test_a_tool_gets_only_what_is_left_of_the_budget() -> None:
         assert time.monotonic() - started < 3
     finally:
         hostprobe.SETTINGS.update(saved)
+
+
+class _FakeTorch:
+    """What _soak uses of torch: a device context, matmul, synchronize; it counts the products per GPU."""
+
+    def __init__(self) -> None:
+        self.current = -1
+        self.products: dict[int, int] = {}
+        self.synced: list[int] = []
+        self.cuda = self
+
+    def device(self, index: int) -> _FakeTorch:
+        self.current = index
+        return self
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def matmul(self, a: object, b: object) -> None:
+        self.products[self.current] = self.products.get(self.current, 0) + 1
+        time.sleep(0.001)
+
+    def synchronize(self, index: int) -> None:
+        self.synced.append(index)
+
+
+def test_the_soak_keeps_every_gpu_busy_for_its_time_in_rounds() -> None:
+    torch = _FakeTorch()
+    started = time.monotonic()
+    matmul_probe._soak(torch, [[0, "a", "b", 5], [1, "a", "b", 5]], 0.05)
+    assert time.monotonic() - started >= 0.05
+    rounds = len(torch.synced) // 2
+    assert rounds >= 1 and torch.products == {0: 5 * rounds, 1: 5 * rounds}  # every GPU, whole rounds
+    assert torch.synced[:2] == [0, 1]
+    matmul_probe._soak(torch, [[0, "a", "b", 5]], 0.0)  # no soak asked: nothing runs
+    assert torch.products[0] == 5 * rounds
