@@ -103,3 +103,14 @@ def test_protocol_lines_are_not_shown(capsys: pytest.CaptureFixture[str], stderr
     assert "GPUPROV_ALLREDUCE {" not in captured.out + captured.err
     assert "RuntimeError: NCCL error" in shown
     assert "GPUPROV_ALLREDUCE shown outside" in captured.out
+
+
+def test_gpus_below_their_models_floor_do_not_read_as_agreeing() -> None:
+    capped = [
+        Result(
+            "matmul", "node1", Status.FAIL, measured=f"GPU {i}: 400", expected=">= 594.1 (NVIDIA H100 SXM)"
+        )
+        for i in range(2)
+    ]
+    [row] = figures.rows(capped)
+    assert row[3] == "2 GPU(s) below the model's floor; GPUs agree"
