@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpuprov.check import parsers
+from gpuprov.onhost import hostprobe
 from gpuprov.sandbox.standins.catalogue import DriverRelease
 from gpuprov.sandbox.standins.drivers import _nvidia_smi
 
@@ -358,3 +359,19 @@ def test_ecc_query_fields_agree_with_q_and_the_535_recording(tmp_path: Path) -> 
         check=False,
     )
     assert bogus.returncode == 2
+
+
+def test_hostprobe_reads_the_ecc_counters_from_the_stand_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # check's host program, as on a sandbox node: nvidia-smi on PATH, the request naming the ECC fields.
+    machine = Machine("sandbox-550.127.08", "12.4", 2, "NVIDIA H100 80GB HBM3", 81559, True)
+    stand_in(tmp_path, machine)
+    (tmp_path / "gpus.conf").write_text(machine.conf + 'ECC_UNCORRECTABLE_GPUS="1"\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("GPUPROV_STANDIN_GPUS_CONF", str(tmp_path / "gpus.conf"))
+    found = hostprobe._gpu_probes({"ecc_fields": list(parsers.ECC_FIELDS)}, str(tmp_path / "no-python"))
+    ecc = found["smi_ecc"]
+    assert isinstance(ecc, dict) and ecc["rc"] == 0, ecc
+    counts = parsers.ecc_query(str(ecc["stdout"]))
+    assert [c["ecc.errors.uncorrected.volatile.dram"] for c in counts.values()] == [0, 1]
