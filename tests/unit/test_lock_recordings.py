@@ -45,6 +45,7 @@ NOT_LOCKABLE: dict[tuple[str, str], str] = {
     ("driver", "384.98"): "R384 (2017, CUDA 9): no CUDA row fits it, the table starts at CUDA 12.2",
     ("driver", "460.91.03"): "R460 (CUDA 11): no CUDA row fits it, the table starts at CUDA 12.2",
     ("driver", "470.256.02"): "R470 (CUDA 11, end of life): no CUDA row fits it, the table starts at 12.2",
+    ("driver", "510.73.08"): "R510 (CUDA 11.6): no CUDA row fits it, the table starts at CUDA 12.2",
     ("driver", "525.60.11"): (
         "R525's Linux release (the data-center one, bundled with CUDA 12.0 GA, is 525.60.13): no CUDA row "
         "fits R525, CUDA 12.2.2 needs >= 535.104.05"
@@ -64,6 +65,7 @@ NOT_LOCKABLE: dict[tuple[str, str], str] = {
     ),
     ("driver", "35.3.1"): "a Jetson (L4T) module version, not a data-center driver",
     ("cuda", "11.4"): "CUDA 11: the table starts at CUDA 12.2",
+    ("cuda", "11.6"): "CUDA 11 (an R510 host's -q, recorded for its ECC labels): the table starts at 12.2",
     ("cuda", "12.5"): (
         "no CUDA 12.5 row: its minimum driver (CUDA release notes Table 3) was not confirmed here, and no "
         "cuDNN, NCCL or PyTorch row of the table pairs with it"

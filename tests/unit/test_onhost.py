@@ -298,7 +298,7 @@ def test_env_probe_reports_torchs_versions(tmp_path: Path) -> None:
 
 
 def test_matmul_probe_arithmetic() -> None:
-    assert matmul_probe.arguments(["16384", "4.0"]) == (16384, 4.0)
+    assert matmul_probe.arguments(["16384", "4.0"]) == (16384, 4.0, 0.0)  # no SOAK given: none
     assert matmul_probe.products(4.0, 0.01) == 400  # capped: below CUDA's launch queue depth
     assert matmul_probe.products(4.0, 2.0) == 3
     assert matmul_probe.products(4.0, 0.1) == 40

@@ -73,7 +73,9 @@ def _matmul(results: list[Result]) -> list[list[str]]:
         values = [gpus[index] for index in sorted(gpus)]
         each = ", ".join(f"{value:g}" for value in values)
         slow = [r for r in results if r.check == "matmul" and r.host == host and r.status is Status.WARN]
+        floor = [r for r in results if r.check == "matmul" and r.host == host and r.status is Status.FAIL]
         note = f"{len(slow)} GPU(s) below 0.75 x the median" if slow else "GPUs agree"
+        note = f"{len(floor)} GPU(s) below the model's floor; {note}" if floor else note
         table.append(["matmul TFLOPS", host, f"median {statistics.median(values):g} (GPUs: {each})", note])
     table += [["matmul TFLOPS", host, "-", f"did not run: {why}"] for host, why in failed.items()]
     return table

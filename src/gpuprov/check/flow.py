@@ -22,6 +22,7 @@ from gpuprov.check import (
     ports,
     store,
     variables,
+    xid_watermark,
 )
 from gpuprov.check.options import CheckOptions
 from gpuprov.check.results import Result, Status, counts, exit_code
@@ -86,16 +87,20 @@ def run(opts: CheckOptions) -> ExitCode:
 def _results(opts: CheckOptions, found: list[gather.Gathered], selected: int) -> list[Result]:
     """The wanted checks: per host, then across the hosts (versions, ports, bandwidth)."""
     results: list[Result] = []
+    marks = xid_watermark.load()
     for item in found:
         failed = _ssh_failure(item)
         if failed is not None:
             results.append(failed)
             continue
-        view = host_view.HostView(item.host.name, item.host.vars, item.data)
+        data = xid_watermark.with_mark(item.data, marks.get(item.host.name))
+        view = host_view.HostView(item.host.name, item.host.vars, data)
         for name, check in host_checks.CHECKS.items():
             names = (name, "python") if name == "torch" else (name,)
             if any(opts.wanted(n) for n in names):
                 results += [r for r in check(view) if opts.wanted(r.check)]
+    if opts.wanted("xid"):  # the next check judges only Xids after these
+        xid_watermark.save(xid_watermark.advanced(marks, [(g.host.name, g.data) for g in found], _now()))
     if opts.wanted("versions-agree"):
         results += cross_checks.versions_agree(results, selected)
     if opts.wanted("ports"):

@@ -11,10 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprov import hosts, onhost, ssh
+from gpuprov.check import parsers
 from gpuprov.errors import GpuprovError
-from gpuprov.onhost import python_command
+from gpuprov.onhost import hostprobe, python_command
 
-PROBE_TIMEOUT_S = 150.0  # the env's `import torch` may take a minute on a cold disk
+# The host program keeps within its own budget (a cold `import torch`, a 30 s soak before the matmul, every
+# nvidia-smi at its limit) and reports what ran out; SSH waits that long and a margin for its own start.
+PROBE_TIMEOUT_S = hostprobe.HOST_BUDGET_S + 30.0
 
 
 def probe_code() -> str:
@@ -42,6 +45,7 @@ def request(host: hosts.Host, sysctl_keys: list[str]) -> dict[str, Any]:
         "sysctl_keys": sysctl_keys,
         "nccl_conf": v.get("network_tuning_nccl_conf_file") or "/etc/nccl.conf",
         "cuda_home": v.get("cuda_home_link") or "/usr/local/cuda",
+        "ecc_fields": list(parsers.ECC_FIELDS),
         # hostprobe runs these with the env's python (`python -c`): their text goes with the request.
         "programs": {name: onhost.text(f"{name}.py") for name in ("env_probe", "matmul_probe")},
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuprov.check import gpu_checks, network_checks, version_checks
+from gpuprov.check import gpu_checks, gpu_memory, gpudirect, network_checks, version_checks
 from gpuprov.check.host_view import HostView
 from gpuprov.check.results import Result
 
@@ -28,12 +28,12 @@ CHECKS: dict[str, Check] = {
     "cuda-driver": gpu_checks.cuda_driver,
     "persistence": gpu_checks.persistence,
     "xid": gpu_checks.xid_events,
-    "gpu-memory": gpu_checks.gpu_memory,
+    "gpu-memory": gpu_memory.gpu_memory,
     "matmul": gpu_checks.matmul,
     "clocks": gpu_checks.clocks,
     "pcie": gpu_checks.pcie,
     "nvlink": gpu_checks.nvlink,
-    "peermem": gpu_checks.peermem,
+    "peermem": gpudirect.peermem,
     "fabricmanager": gpu_checks.fabricmanager,
     "dkms": gpu_checks.dkms,
     "sysctl": network_checks.sysctl,

@@ -142,6 +142,8 @@ def nvlink_status(text: str) -> list[NvlinkGpu]:
 # ----- dmesg / journalctl -k: Xid events ------------------------------------------------------------------
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<code>\d+), ?(?P<text>.*)$")
+# plain `dmesg` and `journalctl -k -o short-monotonic` start a line with its seconds since boot `[ 24.82]`
+_SINCE_BOOT = re.compile(r"^\[\s*(\d+\.\d+)\]")
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ class XidEvent:
     pci: str
     code: int
     text: str  # the rest of the line (pid, name, the driver's explanation)
+    seconds: float | None = None  # since boot, where the log line gives it
 
 
 def xid_events(text: str) -> list[XidEvent]:
@@ -157,7 +160,15 @@ def xid_events(text: str) -> list[XidEvent]:
     for line in text.splitlines():
         match = _XID.search(line)
         if match:
-            events.append(XidEvent(match.group("pci"), int(match.group("code")), match.group("text").strip()))
+            since_boot = _SINCE_BOOT.match(line)
+            events.append(
+                XidEvent(
+                    match.group("pci"),
+                    int(match.group("code")),
+                    match.group("text").strip(),
+                    float(since_boot.group(1)) if since_boot else None,
+                )
+            )
     return events
 
 
@@ -221,12 +232,10 @@ def ibstat(text: str) -> list[IbPort]:
 # with a "Total") on pre-Ampere GPUs, per SRAM/DRAM on Ampere and newer; a one-line "Remapped Rows : N/A"
 # where the GPU has no row remapping (before Ampere, and GeForce cards).
 
-_UNCORRECTABLE_ECC = (
-    "Double Bit/Total",
-    "DRAM Uncorrectable",
-    "SRAM Uncorrectable Parity",
-    "SRAM Uncorrectable SEC-DED",
-)
+# "SRAM Uncorrectable" is one counter up to R510 (an A100-SXM4-80GB on 510.73.08: stas00/ml-engineering
+# compute/accelerator/nvidia/debug.md); later drivers split it into Parity and SEC-DED.
+_SRAM_UNCORRECTABLE = ("SRAM Uncorrectable", "SRAM Uncorrectable Parity", "SRAM Uncorrectable SEC-DED")
+_UNCORRECTABLE_ECC = ("Double Bit/Total", "DRAM Uncorrectable", *_SRAM_UNCORRECTABLE)
 
 
 @dataclass(frozen=True)
@@ -236,6 +245,11 @@ class MemoryHealth:
     retirement_pending: bool  # Retired Pages/Pending Page Blacklist (or Pending Page Retirement): Yes
     uncorrectable_volatile: int  # since the driver loaded; N/A counts as 0
     uncorrectable_aggregate: int  # over the GPU's life (inforom)
+    sram_uncorrectable_aggregate: int = 0  # the part of uncorrectable_aggregate in SRAM
+    sram_correctable: int = 0  # SRAM correctable, the larger of volatile and aggregate
+    remapped_uncorrectable: int = (
+        0  # Remapped Rows/Uncorrectable Error: rows remapped for uncorrectable errors
+    )
 
 
 def _count(value: str | None) -> int:
@@ -243,10 +257,10 @@ def _count(value: str | None) -> int:
 
 
 def memory_health(gpu: dict[str, str]) -> MemoryHealth:
-    """One GPU's row-remap, page-retirement and uncorrectable-ECC state from its `-q` fields."""
+    """One GPU's row-remap, page-retirement and ECC state from its `-q` fields."""
 
-    def uncorrectable(scope: str) -> int:
-        return sum(_count(gpu.get(f"ECC Errors/{scope}/{name}")) for name in _UNCORRECTABLE_ECC)
+    def summed(scope: str, names: tuple[str, ...]) -> int:
+        return sum(_count(gpu.get(f"ECC Errors/{scope}/{name}")) for name in names)
 
     retirement = gpu.get("Retired Pages/Pending Page Blacklist") or gpu.get(
         "Retired Pages/Pending Page Retirement"
@@ -255,10 +269,69 @@ def memory_health(gpu: dict[str, str]) -> MemoryHealth:
         remap_pending=gpu.get("Remapped Rows/Pending") == "Yes",
         remap_failed=gpu.get("Remapped Rows/Remapping Failure Occurred") == "Yes",
         retirement_pending=retirement == "Yes",
-        uncorrectable_volatile=uncorrectable("Volatile"),
-        uncorrectable_aggregate=uncorrectable("Aggregate"),
+        uncorrectable_volatile=summed("Volatile", _UNCORRECTABLE_ECC),
+        uncorrectable_aggregate=summed("Aggregate", _UNCORRECTABLE_ECC),
+        sram_uncorrectable_aggregate=summed("Aggregate", _SRAM_UNCORRECTABLE),
+        sram_correctable=max(summed(scope, ("SRAM Correctable",)) for scope in ("Volatile", "Aggregate")),
+        remapped_uncorrectable=_count(gpu.get("Remapped Rows/Uncorrectable Error")),
     )
 
+
+# ----- nvidia-smi --query-gpu=ecc.errors...: the stable names of the ECC counters ------------------------
+# The -q labels changed across branches (above); these field names did not (`nvidia-smi --help-query-gpu`;
+# recorded on an H100 with 535.161.07: tests/recorded/nvidia-smi/SOURCES.md). Azure's node health check
+# reads the same fields (azure_gpu_ecc.nhc). A GPU without the counter prints `[N/A]` (or `N/A`).
+ECC_FIELDS = (
+    "pci.bus_id",
+    "ecc.errors.uncorrected.volatile.sram",
+    "ecc.errors.uncorrected.volatile.dram",
+    "ecc.errors.uncorrected.aggregate.sram",
+    "ecc.errors.uncorrected.aggregate.dram",
+    "ecc.errors.corrected.volatile.sram",
+    "ecc.errors.corrected.aggregate.sram",
+)
+
+
+def ecc_query(text: str) -> dict[str, dict[str, int | None]]:
+    """`--query-gpu=<ECC_FIELDS> --format=csv,noheader,nounits`: each GPU's counters by its bus id
+    (None where the GPU has no such counter)."""
+    found: dict[str, dict[str, int | None]] = {}
+    for row in smi_csv(text, header=False, fields=list(ECC_FIELDS)):
+        found[row["pci.bus_id"].upper()] = {
+            name: int(value) if value.isdigit() else None
+            for name, value in row.items()
+            if name != "pci.bus_id"
+        }
+    return found
+
+
+def with_ecc_query(health: MemoryHealth, counts: dict[str, int | None] | None) -> MemoryHealth:
+    """The -q reading with the ECC counts replaced by the query's where it gives them."""
+    if not counts:
+        return health
+
+    def pick(*names: str) -> int | None:
+        values = [counts.get(name) for name in names]
+        return None if any(v is None for v in values) else sum(v or 0 for v in values)
+
+    prefix = "ecc.errors."
+    volatile = pick(f"{prefix}uncorrected.volatile.sram", f"{prefix}uncorrected.volatile.dram")
+    aggregate = pick(f"{prefix}uncorrected.aggregate.sram", f"{prefix}uncorrected.aggregate.dram")
+    sram_aggregate = pick(f"{prefix}uncorrected.aggregate.sram")
+    correctable = [pick(f"{prefix}corrected.{scope}.sram") for scope in ("volatile", "aggregate")]
+    return MemoryHealth(
+        health.remap_pending,
+        health.remap_failed,
+        health.retirement_pending,
+        health.uncorrectable_volatile if volatile is None else volatile,
+        health.uncorrectable_aggregate if aggregate is None else aggregate,
+        health.sram_uncorrectable_aggregate if sram_aggregate is None else sram_aggregate,
+        max([health.sram_correctable, *(c for c in correctable if c is not None)]),
+        health.remapped_uncorrectable,
+    )
+
+
+# ----- nvidia-smi -q: clocks event reasons, PCIe link ---------------------------------------------------
 
 CLOCK_REASON_SECTIONS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
 

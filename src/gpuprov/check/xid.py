@@ -1,7 +1,11 @@
-"""The Xid events that need action, with their meaning and where that comes from.
+"""The Xid events that fail a host, with their meaning, what to do and where that comes from.
 
-Only events whose meaning gpuprov could check in a published NVIDIA source are listed; any other Xid is
-reported as a warning that names it and points at NVIDIA's catalog, not guessed at.
+The list is Azure's node health check's (azurehpc-health-checks `customTests/azure_gpu_xid.nhc`, XID_EC:
+48 56 57 58 62 63 64 65 68 69 73 74 79 80 81 92 119 120), which Azure runs on its A100 and H100 fleets, plus
+46 (NVIDIA's Health Validation checks drain on it) and the ECC events of Ampere and newer GPUs: there an
+uncorrectable memory error the GPU contained shows as Xid 94 without any Xid 48, and one it could not
+contain as Xid 95 (NVIDIA's A100 GPU memory error management guide; stas00/ml-engineering debug.md shows
+SRAM uncorrectable errors with 94 and no 48). Any other Xid warns and is named, not guessed at.
 """
 
 from __future__ import annotations
@@ -9,9 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
-_PAGE_RETIREMENT = "https://docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html"
+AZURE_NHC = "Azure/azurehpc-health-checks customTests/azure_gpu_xid.nhc (XID_EC)"
+_MEMORY_GUIDE = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/"
 _HEALTH_VALIDATION = "https://docs.nvidia.com/health-validation/reference/checks/xid.md"
-_OPERATIONAL_EVENTS = "https://docs.nvidia.com/deploy/gpu-operational-events/latest/release-notes.html"
+
+_RESET = "drain the host and reset the GPU (nvidia-smi -r) or reboot; if it comes back, service the GPU"
+_SERVICE = "drain the host and have the GPU serviced"
 
 
 @dataclass(frozen=True)
@@ -21,30 +28,44 @@ class XidMeaning:
     source: str
 
 
+def _azure(meaning: str, action: str = _RESET) -> XidMeaning:
+    return XidMeaning(meaning, action, f"{AZURE_NHC}; meaning: NVIDIA's Xid catalog {CATALOG_URL}")
+
+
 NEEDS_ACTION: dict[int, XidMeaning] = {
-    46: XidMeaning(
-        "GPU stopped processing",
-        "drain the host, reset the GPU; if it comes back, service",
-        _HEALTH_VALIDATION,
+    46: XidMeaning("GPU stopped processing", _RESET, _HEALTH_VALIDATION),
+    48: _azure("an uncorrectable double bit ECC error (DBE)"),
+    56: _azure("display engine error"),
+    57: _azure("error programming the video memory interface"),
+    58: _azure("unstable video memory interface detected"),
+    62: _azure("internal micro-controller halt"),
+    63: _azure(
+        "a row remap or page retirement was recorded; it takes effect after a GPU reset",
+        "reset the GPU (nvidia-smi -r) or reboot the host when it is idle",
     ),
-    48: XidMeaning(
-        "an uncorrectable double bit ECC error (DBE)",
-        "drain the host and reset the GPU (or reboot); repeated DBEs: service the GPU",
-        _PAGE_RETIREMENT,
+    64: _azure("a row remap or page retirement could not be recorded", _SERVICE),
+    65: _azure("video processor exception"),
+    68: _azure("video decoder (NVDEC) exception"),
+    69: _azure("graphics engine class error"),
+    73: _azure("video encoder (NVENC) error"),
+    74: _azure("NVLink error", "drain the host, reset the GPUs or reboot; if it repeats, service the NVLink"),
+    79: _azure(
+        "GPU has fallen off the bus", "drain the host; check power, cooling and the PCIe slot; reboot"
     ),
-    63: XidMeaning(
-        "a page was retired (row remap recorded); it takes effect after a GPU reset",
-        "reset the GPU or reboot the host when it is idle",
-        _PAGE_RETIREMENT,
+    80: _azure("corrupted data sent to the GPU"),
+    81: _azure("VGA subsystem error"),
+    92: _azure("high single-bit ECC error rate"),
+    94: XidMeaning(
+        "a contained uncorrectable ECC error (Ampere and newer report it without Xid 48): the application "
+        "that hit it was stopped, a row remap is pending",
+        "restart the application; reset the GPU (nvidia-smi -r) or reboot when idle to apply the remap",
+        f"{_MEMORY_GUIDE}; stas00/ml-engineering compute/accelerator/nvidia/debug.md",
     ),
-    64: XidMeaning(
-        "a page could not be retired (row remap failed)",
-        "drain the host and service the GPU",
-        _PAGE_RETIREMENT,
+    95: XidMeaning(
+        "an uncontained uncorrectable ECC error: every application on the GPU is affected",
+        _RESET,
+        _MEMORY_GUIDE,
     ),
-    79: XidMeaning(
-        "GPU has fallen off the bus",
-        "drain the host; check power, cooling and the PCIe slot; reboot",
-        _OPERATIONAL_EVENTS,
-    ),
+    119: _azure("GSP RPC timeout"),
+    120: _azure("GSP error"),
 }

@@ -35,11 +35,26 @@ MIN_PYTHON = (3, 8)
 UNSUPPORTED_PYTHON_RC = 3
 
 TOOL_TIMEOUT_S = 20.0
-SETTINGS = {"tool_timeout": TOOL_TIMEOUT_S}  # the request's tool_timeout, where it gives one (tests)
-
+ENV_PROBE_TIMEOUT_S = 120.0  # the env's `import torch` may take a minute on a cold disk
 MATMUL_SIZE = 16384
 MATMUL_SECONDS = 4.0
-MATMUL_TIMEOUT_S = 90.0
+MATMUL_SOAK_S = 30.0  # untimed multiplying first, so a cold GPU's boost does not read high (matmul_probe)
+MATMUL_TIMEOUT_S = 150.0  # CUDA's start, the soak, the timed products
+# The whole collect's time: nvidia-smi four times (-q, nvlink, topo -m, the ECC query), the env probe and the
+# matmul at their limits (350 s),
+# and 30 s for the other tools. Every wait is cut to what is left of it, so the program ends on its own and
+# says what it did not get to; gpuprov's SSH limit (check/gather.py) is this and a margin.
+HOST_BUDGET_S = 4 * TOOL_TIMEOUT_S + ENV_PROBE_TIMEOUT_S + MATMUL_TIMEOUT_S + 30.0
+# The request's tool_timeout and budget, where it gives them (tests); the deadline collect sets.
+SETTINGS = {"tool_timeout": TOOL_TIMEOUT_S, "deadline": float("inf")}
+
+
+def _remaining() -> float:
+    return SETTINGS["deadline"] - time.monotonic()
+
+
+def _out_of_time(what: str) -> Dict[str, object]:
+    return _skipped(f"check's time on the host ran out before {what} (it had {HOST_BUDGET_S:g} s in all)")
 
 
 def _run(argv: List[str], timeout: Optional[float] = None, stdin: Optional[str] = None) -> Dict[str, object]:
@@ -49,7 +64,9 @@ def _run(argv: List[str], timeout: Optional[float] = None, stdin: Optional[str] 
     whatever it started), not left on the host. Output is read as UTF-8 with replacement: one byte of
     another encoding (a Latin-1 line in the kernel log) must not cost the host its checks.
     """
-    limit = SETTINGS["tool_timeout"] if timeout is None else timeout
+    limit = min(SETTINGS["tool_timeout"] if timeout is None else timeout, _remaining())
+    if limit <= 0:
+        return _out_of_time(argv[0])
     if shutil.which(argv[0]) is None and not os.path.isabs(argv[0]):
         return {"rc": None, "missing": True, "stdout": "", "stderr": ""}
     if os.path.isabs(argv[0]) and not os.access(argv[0], os.X_OK):
@@ -198,8 +215,10 @@ def _packages() -> Dict[str, object]:
 
 
 def _kernel_log() -> Dict[str, object]:
-    """The kernel log's NVRM lines since boot: dmesg, else sudo -n dmesg (dmesg_restrict), else journalctl."""
-    for argv in (["dmesg"], ["sudo", "-n", "dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q"]):
+    """The kernel log's NVRM lines since boot: dmesg, else sudo -n dmesg (dmesg_restrict), else journalctl;
+    each line starts with its seconds since boot, which place an Xid against the last check's watermark."""
+    journal = ["journalctl", "-k", "-b", "--no-pager", "-q", "-o", "short-monotonic"]
+    for argv in (["dmesg"], ["sudo", "-n", "dmesg"], journal):
         res = _run(argv)
         if res["rc"] == 0:
             lines = [line for line in str(res["stdout"]).splitlines() if "NVRM" in line]
@@ -210,7 +229,10 @@ def _kernel_log() -> Dict[str, object]:
 def _matmul_under_load(python: str, smi: str, code: str) -> Dict[str, object]:
     """The matmul probe's TFLOPS per GPU (code: matmul_probe.py's text), and nvidia-smi -q read while the
     GPUs are busy with it."""
-    cmd = [python, "-c", code, str(MATMUL_SIZE), str(MATMUL_SECONDS)]
+    limit = min(MATMUL_TIMEOUT_S, _remaining())
+    if limit <= 0:
+        return _out_of_time("the matmul")
+    cmd = [python, "-c", code, str(MATMUL_SIZE), str(MATMUL_SECONDS), str(MATMUL_SOAK_S)]
     try:
         proc = subprocess.Popen(
             cmd,
@@ -224,8 +246,8 @@ def _matmul_under_load(python: str, smi: str, code: str) -> Dict[str, object]:
     except OSError as exc:
         return {"rc": None, "missing": True, "stdout": "", "stderr": str(exc)}
     # A hung CUDA initialisation must not hold the whole probe: kill the matmul (and what it started) after
-    # MATMUL_TIMEOUT_S.
-    timer = threading.Timer(MATMUL_TIMEOUT_S, _kill_group, [proc])
+    # its limit.
+    timer = threading.Timer(limit, _kill_group, [proc])
     timer.start()
     try:
         busy: Dict[str, object] = {"rc": None, "stdout": "", "stderr": "the matmul never started"}
@@ -237,7 +259,7 @@ def _matmul_under_load(python: str, smi: str, code: str) -> Dict[str, object]:
         timed_out = not timer.is_alive()
         timer.cancel()
     if timed_out:
-        return {"rc": None, "timeout": MATMUL_TIMEOUT_S, "stdout": "", "stderr": "", "smi_q_busy": busy}
+        return {"rc": None, "timeout": round(limit, 1), "stdout": "", "stderr": "", "smi_q_busy": busy}
     return {"rc": proc.returncode, "stdout": out, "stderr": err[-2000:], "smi_q_busy": busy}
 
 
@@ -294,22 +316,36 @@ def _gpu_probes(request: Dict[str, object], python: str) -> Dict[str, object]:
             f"an nvidia-smi of an earlier run (pid {', '.join(map(str, stuck))}) is stuck in the kernel "
             "(state D): the driver is hung; no GPU probe was started"
         )
-        return {"smi_q": why, "smi_nvlink": why, "smi_topo": why, "env": why, "matmul": why}
+        return {"smi_q": why, "smi_nvlink": why, "smi_topo": why, "smi_ecc": why, "env": why, "matmul": why}
     smi_q = _run([smi, "-q"])
     if smi_q.get("timeout"):
         why = _skipped("nvidia-smi hung: the GPU probes were not started")
         return {"smi_q": smi_q, "smi_nvlink": dict(smi_q), "smi_topo": dict(smi_q), "env": why, "matmul": why}
     found: Dict[str, object] = {"smi_q": smi_q, "smi_nvlink": _run([smi, "nvlink", "--status"])}
     found["smi_topo"] = _run([smi, "topo", "-m"])  # which GPU pairs NVLink joins: the all-reduce's bar
-    found["env"] = env = _run([python, "-c", _program(request, "env_probe")], timeout=120)
+    ecc_fields = ",".join(str(f) for f in request.get("ecc_fields") or [])  # type: ignore[attr-defined]
+    if ecc_fields:  # the ECC counters by their stable names (the controller's parsers.ECC_FIELDS)
+        found["smi_ecc"] = _run([smi, "--query-gpu=" + ecc_fields, "--format=csv,noheader,nounits"])
+    found["env"] = env = _run([python, "-c", _program(request, "env_probe")], timeout=ENV_PROBE_TIMEOUT_S)
     if _sees_gpus(env):
         found["matmul"] = _matmul_under_load(python, smi, _program(request, "matmul_probe"))
     return found
 
 
 def collect(request: Dict[str, object]) -> Dict[str, object]:
+    """Everything the checks need, within the budget (HOST_BUDGET_S, or the request's `budget`)."""
     started = time.monotonic()
     SETTINGS["tool_timeout"] = float(str(request.get("tool_timeout") or TOOL_TIMEOUT_S))
+    SETTINGS["deadline"] = started + float(str(request.get("budget") or HOST_BUDGET_S))
+    try:
+        data = _collect(request)
+    finally:
+        SETTINGS["deadline"] = float("inf")  # the budget is this run's only
+    data["seconds"] = round(time.monotonic() - started, 3)
+    return data
+
+
+def _collect(request: Dict[str, object]) -> Dict[str, object]:
     fact = _read("/etc/ansible/facts.d/gpuprov_python_env.fact")
     python = str(request.get("python") or "")
     if not python:  # the python_env role's record of the env, else its default place
@@ -336,6 +372,7 @@ def collect(request: Dict[str, object]) -> Dict[str, object]:
         if os.path.isdir("/sys/class/infiniband")
         else [],
         "kernel_log": _kernel_log(),
+        "boot_id": (_read("/proc/sys/kernel/random/boot_id") or "").strip(),
         "pci_nvswitches": _nvidia_pci_devices(("0x0680",)),
         "modules": _loaded_modules(),
     }
@@ -343,7 +380,6 @@ def collect(request: Dict[str, object]) -> Dict[str, object]:
     data["dkms"] = _run(["dkms", "status"])
     data["fabricmanager"] = _run(["systemctl", "is-active", "nvidia-fabricmanager"])
     data.update(_gpu_probes(request, python))
-    data["seconds"] = round(time.monotonic() - started, 3)
     return data
 
 

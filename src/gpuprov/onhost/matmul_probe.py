@@ -1,8 +1,11 @@
 """What `gpuprov check` runs in the env's python where torch sees GPUs: fp16 matmul TFLOPS per GPU.
 
-    python -c <this file's text> N SECONDS
+    python -c <this file's text> N SECONDS [SOAK]
 
-The same N x N fp16 matrix multiplication is enqueued on every GPU at once, timed per GPU with CUDA events.
+First every GPU multiplies, untimed, for SOAK seconds (a thermal soak: a cold GPU boosts above the clocks it
+holds once warm, so a short run reads high: stas00/ml-engineering#59; stable figures need a burn-in of tens
+of seconds: soumith/convnet-benchmarks#71). Then the same N x N fp16 matrix multiplication is enqueued on
+every GPU at once, timed per GPU with CUDA events.
 Large matrices and at most 400 products per GPU keep the enqueueing below CUDA's launch queue depth, so no
 GPU waits for another's queue and all are busy together. It prints `busy` while the GPUs still work
 (hostprobe then reads nvidia-smi -q: clocks and PCIe link under load), waits for a line on stdin, then
@@ -18,9 +21,9 @@ from typing import Any, Dict, List, Tuple
 MAX_PRODUCTS = 400  # per GPU: below CUDA's launch queue depth
 
 
-def arguments(argv: List[str]) -> Tuple[int, float]:
-    """N (the matrices' size) and SECONDS (about how long each GPU multiplies)."""
-    return int(argv[0]), float(argv[1])
+def arguments(argv: List[str]) -> Tuple[int, float, float]:
+    """N (the matrices' size), SECONDS (how long each GPU multiplies, timed), SOAK (untimed, before)."""
+    return int(argv[0]), float(argv[1]), float(argv[2]) if len(argv) > 2 else 0.0
 
 
 def products(seconds: float, once: float) -> int:
@@ -53,12 +56,27 @@ def _prepare(torch: Any, n: int, seconds: float) -> List[List[Any]]:
     return runs
 
 
+def _soak(torch: Any, runs: List[List[Any]], seconds: float) -> None:
+    """Every GPU multiplies at once, untimed, until `seconds` have passed (a round of each GPU's products,
+    then all are waited for, so no queue outgrows CUDA's launch queue)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for i, a, b, count in runs:
+            with torch.cuda.device(i):
+                for _ in range(count):
+                    torch.matmul(a, b)
+        for run in runs:
+            torch.cuda.synchronize(run[0])
+
+
 def main(argv: List[str]) -> None:
-    n, seconds = arguments(argv)
+    n, seconds, soak = arguments(argv)
     import torch  # type: ignore[import-not-found]  # the env's, on the host
 
+    runs = _prepare(torch, n, seconds)
+    _soak(torch, runs, soak)
     timed = []
-    for i, a, b, count in _prepare(torch, n, seconds):
+    for i, a, b, count in runs:
         with torch.cuda.device(i):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()

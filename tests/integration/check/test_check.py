@@ -194,7 +194,8 @@ def test_a_gpu_missing_from_nvidia_smi(node2_with_one_gpu: Sandbox) -> None:
 
 @pytest.fixture
 def node2_with_a_pending_row_remap(ready: Sandbox) -> Iterator[Sandbox]:
-    """node2's stand-in nvidia-smi simulating two GPUs, GPU 1 with a row remap pending; the settings file
+    """node2's stand-in nvidia-smi simulating two GPUs, GPU 0 with an uncorrectable ECC error (read through
+    `--query-gpu=ecc.errors...`), GPU 1 with a row remap pending; the settings file
     is put back byte for byte after (or removed, with its folder, where there was none)."""
     conf = "/etc/gpuprov/standin-gpus.conf"
     saved = node_shell(
@@ -203,7 +204,8 @@ def node2_with_a_pending_row_remap(ready: Sandbox) -> Iterator[Sandbox]:
         f"if [ -e {conf} ]; then cp -p {conf} {conf}.orig; echo saved; "
         "elif [ -d /etc/gpuprov ]; then echo file; else mkdir /etc/gpuprov; echo dir; fi",
     ).strip()
-    node_shell(ready, "node2", f"printf 'GPU_COUNT=2\\nREMAP_PENDING_GPUS=\"1\"\\n' > {conf}")
+    settings = 'GPU_COUNT=2\\nREMAP_PENDING_GPUS="1"\\nECC_UNCORRECTABLE_GPUS="0"\\n'
+    node_shell(ready, "node2", f"printf '{settings}' > {conf}")
     try:
         yield ready
     finally:
@@ -221,7 +223,10 @@ def test_a_pending_row_remap_fails_gpu_memory(node2_with_a_pending_row_remap: Sa
     results = {r["host"]: r for r in json.loads(proc.stdout)["results"] if r["check"] == "gpu-memory"}
     node2 = results["node2"]
     assert node2["status"] == "fail"
-    assert node2["measured"] == "GPU 1 (00000000:28:00.0): row remap pending"
+    assert node2["measured"] == (
+        "GPU 0 (00000000:18:00.0): 1 uncorrectable ECC (volatile); "
+        "GPU 1 (00000000:28:00.0): row remap pending"
+    )
     assert "reset" in node2["action"]
     # node1's stand-in has no settings file: like a host without a GPU, nvidia-smi finds no device.
     assert results["node1"]["status"] == "could-not-run"

@@ -119,3 +119,14 @@ def test_a_figure_no_bar_judges_says_could_not_judge_and_why() -> None:
     [row] = figures.rows([result])
     assert row[:3] == ["bus bandwidth", "node1", "20.100 (spread 19.8-20.3) GB/s busbw"]
     assert row[3].startswith("could not judge: 8 GPUs, NVLink between 4 of 28 pairs")
+
+
+def test_gpus_below_their_models_floor_do_not_read_as_agreeing() -> None:
+    capped = [
+        Result(
+            "matmul", "node1", Status.FAIL, measured=f"GPU {i}: 400", expected=">= 594.1 (NVIDIA H100 SXM)"
+        )
+        for i in range(2)
+    ]
+    [row] = figures.rows(capped)
+    assert row[3] == "2 GPU(s) below the model's floor; GPUs agree"

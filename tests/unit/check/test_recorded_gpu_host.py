@@ -60,6 +60,9 @@ def test_the_matmul_ran_on_the_gpu_and_clocks_were_read_under_it() -> None:
     # H100 SXM's dense fp16 tensor peak is 989.4 TFLOPS (NVIDIA H100 datasheet); a real product reaches a
     # large part of it, a CPU fallback or a wrong device nothing like it.
     assert 400 < tflops < 989.4
+    # The absolute floor (matmul_floor: 792.1 x 0.75) applies to this model and the real figure clears it;
+    # that recording was taken without a soak (the soak came later), so a warm card may read somewhat lower.
+    assert matmul.expected.startswith(">= 594.1 (NVIDIA H100 SXM: 792.1 x 0.75)")
     assert only("clocks").status == "pass"
 
 

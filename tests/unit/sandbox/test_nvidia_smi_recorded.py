@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuprov.check import parsers
+from gpuprov.onhost import hostprobe
 from gpuprov.sandbox.standins.catalogue import DriverRelease
 from gpuprov.sandbox.standins.drivers import _nvidia_smi
 
@@ -332,3 +334,44 @@ def test_ecc_and_failed_remap_settings_apply_to_their_gpu_only(tmp_path: Path) -
     assert f"{'            DRAM Uncorrectable':<42}: 1" in second
     assert f"{'        Remapping Failure Occurred':<42}: No" in first
     assert f"{'        Remapping Failure Occurred':<42}: Yes" in second
+
+
+def test_ecc_query_fields_agree_with_q_and_the_535_recording(tmp_path: Path) -> None:
+    # The counters check queries (parsers.ECC_FIELDS) answer what -q prints, with the recording's header.
+    machine = Machine("sandbox-550.127.08", "12.4", 2, "NVIDIA H100 80GB HBM3", 81559, True)
+    tool = stand_in(tmp_path, machine)
+    (tmp_path / "gpus.conf").write_text(machine.conf + 'ECC_UNCORRECTABLE_GPUS="1"\n')
+    fields = ",".join(parsers.ECC_FIELDS)
+    counts = parsers.ecc_query(run(tool, f"--query-gpu={fields}", "--format=csv,noheader,nounits"))
+    q = parsers.smi_query(run(tool, "-q"))
+    for gpu in q.gpus:
+        from_q = parsers.memory_health(gpu)
+        assert parsers.with_ecc_query(from_q, counts[gpu["bus_id"]]) == from_q
+    assert [parsers.memory_health(g).uncorrectable_volatile for g in q.gpus] == [0, 1]
+    recorded = (RECORDED / "query-gpu-ecc-4xH100-535.161.07").read_text().splitlines()[0].split(", ")
+    header = run(tool, "--query-gpu=" + ",".join(f for f in recorded if f.startswith("ecc.")), "--format=csv")
+    assert header.splitlines()[0].split(", ") == [f for f in recorded if f.startswith("ecc.")]
+    bogus = subprocess.run(
+        [str(tool), "--query-gpu=ecc.errors.corrected.volatile.bogus", "--format=csv"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GPUPROV_STANDIN_GPUS_CONF": str(tmp_path / "gpus.conf")},
+        check=False,
+    )
+    assert bogus.returncode == 2
+
+
+def test_hostprobe_reads_the_ecc_counters_from_the_stand_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # check's host program, as on a sandbox node: nvidia-smi on PATH, the request naming the ECC fields.
+    machine = Machine("sandbox-550.127.08", "12.4", 2, "NVIDIA H100 80GB HBM3", 81559, True)
+    stand_in(tmp_path, machine)
+    (tmp_path / "gpus.conf").write_text(machine.conf + 'ECC_UNCORRECTABLE_GPUS="1"\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("GPUPROV_STANDIN_GPUS_CONF", str(tmp_path / "gpus.conf"))
+    found = hostprobe._gpu_probes({"ecc_fields": list(parsers.ECC_FIELDS)}, str(tmp_path / "no-python"))
+    ecc = found["smi_ecc"]
+    assert isinstance(ecc, dict) and ecc["rc"] == 0, ecc
+    counts = parsers.ecc_query(str(ecc["stdout"]))
+    assert [c["ecc.errors.uncorrected.volatile.dram"] for c in counts.values()] == [0, 1]

@@ -38,6 +38,7 @@ Implemented:
     nvidia-smi --query-gpu=FIELDS --format=csv[,noheader][,nounits]
         FIELDS: index count name uuid driver_version pci.bus_id memory.total memory.used
                 memory.free persistence_mode compute_cap compute_mode utilization.gpu temperature.gpu
+                ecc.mode.current ecc.errors.{corrected,uncorrected}.{volatile,aggregate}.{sram,dram,total}
     nvidia-smi -i N ...              only GPU N
     nvidia-smi -pm 0|1               persistence mode
     nvidia-smi --version
@@ -105,6 +106,28 @@ field_value() {
         compute_mode) echo Default ;;
         utilization.gpu) echo "0$PERCENT" ;;
         temperature.gpu) echo 30 ;;
+        # The ECC counters by the names `--help-query-gpu` gives them (the 535.161.07 H100 recording,
+        # tests/recorded/nvidia-smi/query-gpu-ecc-4xH100-535.161.07): the same counts -q prints.
+        ecc.mode.current) echo Enabled ;;
+        ecc.errors.*) ecc_count "$1" "$2" ;;
+        *) return 1 ;;
+    esac
+}
+
+ecc_count() {
+    # Counter $1 of GPU $2: uncorrectable DRAM (and so total) 1 on the ECC_UNCORRECTABLE_GPUS, as -q says.
+    case "$1" in
+        ecc.errors.corrected.volatile.*|ecc.errors.corrected.aggregate.*) ;;
+        ecc.errors.uncorrected.volatile.*|ecc.errors.uncorrected.aggregate.*) ;;
+        *) return 1 ;;
+    esac
+    case "${1##*.}" in
+        sram) echo 0 ;;
+        dram|device_memory|total)
+            case "$1" in
+                ecc.errors.uncorrected.*) if listed "$2" "$ECC_UNCORRECTABLE_GPUS"; then echo 1; else echo 0; fi ;;
+                *) echo 0 ;;
+            esac ;;
         *) return 1 ;;
     esac
 }
