@@ -147,18 +147,16 @@ def link_gbytes(speed: str) -> float:
 
 
 def selected(interface: str, ifname: str) -> bool:
-    """Whether NCCL_SOCKET_IFNAME (or NCCL_IB_HCA) picks the interface (or CA): NCCL's rules, a comma list
-    of prefixes, `=NAME` exact, a leading `^` excludes what the list matches."""
-    entries = [e.strip() for e in ifname.split(",") if e.strip()]
-    if not entries:
+    """Whether NCCL_SOCKET_IFNAME (or NCCL_IB_HCA) picks the interface (or CA) by NCCL's rules: a comma list
+    of prefixes; a leading `^` excludes what the list matches and a leading `=` (after any `^`) makes every
+    entry exact, both for the whole list (NCCL's parseStringList); an HCA entry's `:port` is not a name."""
+    exclude = ifname.strip().startswith("^")
+    rest = ifname.strip().removeprefix("^")
+    exact = rest.startswith("=")
+    names = [e.split(":")[0].strip() for e in rest.removeprefix("=").split(",") if e.strip()]
+    if not names:
         return False
-    exclude = entries[0].startswith("^")
-
-    def matches(entry: str) -> bool:
-        entry = entry.lstrip("^")
-        return interface == entry[1:] if entry.startswith("=") else interface.startswith(entry)
-
-    hit = any(matches(e) for e in entries)
+    hit = any(interface == n if exact else interface.startswith(n) for n in names)
     return not hit if exclude else hit
 
 

@@ -67,6 +67,11 @@ def test_ibstat_that_failed_falls_back_to_the_nccl_interface_speed() -> None:
         ("^docker,lo", "eth0", True),
         ("^=eth0", "eth0", False),
         ("ens,eth", "eth2", True),
+        # the leading = and ^ hold for the whole list (NCCL's parseStringList), and a :port is no name
+        ("=mlx5_0,mlx5_1", "mlx5_10", False),
+        ("=mlx5_0,mlx5_1", "mlx5_1", True),
+        ("^=mlx5_0,mlx5_1", "mlx5_1", False),
+        ("mlx5_0:1,mlx5_1:1", "mlx5_1", True),
     ],
 )
 def test_nccl_socket_ifname_rules(ifname: str, interface: str, picked: bool) -> None:
