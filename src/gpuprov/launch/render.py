@@ -165,6 +165,7 @@ class SbatchJob:
     # True: workdir is relative to the directory sbatch is run in (gpuprov launch --scheduler slurm).
     workdir_relative: bool = False
     image: str = ""  # --image: the ranks run inside it (launch.environments.container_slurm)
+    gpus_per_node: int = 0  # the job's `#SBATCH --gpus-per-node` (launch.slurm_gpus); 0: no GPU request
 
 
 def workdir_expr(job: SbatchJob) -> str:
