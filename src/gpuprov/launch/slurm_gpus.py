@@ -1,9 +1,11 @@
-"""How many GPUs a job asks Slurm for on each node (`--gpus-per-node`), read from the partition's nodes.
+"""How many GPUs a job asks Slurm for on each node (`--gres=gpu:N`), read from the partition's nodes.
 
 A job must ask for its GPUs: an exclusive job holds every GPU of its nodes, but a job step gets only the
 generic resources the job *requested*, "except those implicitly requested when a job is exclusive" (srun(1)
 of 22.05.8, --gres), so a torchrun step of a job that asked for none cannot use the GPUs and gets no
 CUDA_VISIBLE_DEVICES. The count is the smallest of the partition's nodes, so any node Slurm picks has it.
+`--gres` rather than `--gpus-per-node`: Slurm rejects the --gpu* options unless SelectType is
+select/cons_tres (gres.shtml), and a site's cluster may run select/cons_res.
 """
 
 from __future__ import annotations

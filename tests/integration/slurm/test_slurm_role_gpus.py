@@ -1,6 +1,6 @@
 """Slurm with stand-in GPUs on both nodes of the Slurm sandbox: the role writes each node's GPUs (gres.conf
 File=/dev/nvidiaN, Gres=gpu:N in the node lines), its verify runs a step that sees them, and a
-`gpuprov launch --scheduler slurm` job asks for them (#SBATCH --gpus-per-node) so that its ranks get
+`gpuprov launch --scheduler slurm` job asks for them (#SBATCH --gres=gpu:N) so that its ranks get
 CUDA_VISIBLE_DEVICES from Slurm's gres/gpu plugin. What differs from a real host: docs/slurm.md, "GPUs"."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_a_job_without_a_gpu_request_gets_none_in_its_step(gpu_cluster: tuple[Sa
         "-c",
         'echo "[${CUDA_VISIBLE_DEVICES-unset}]"',
     )
-    asked = on(sandbox, "node1", "srun", "--nodes=1", f"--gpus-per-node={GPUS}", "--time=1", "printenv",
+    asked = on(sandbox, "node1", "srun", "--nodes=1", f"--gres=gpu:{GPUS}", "--time=1", "printenv",
                "CUDA_VISIBLE_DEVICES")  # fmt: skip
     assert (bare.stdout.strip(), asked.stdout.strip()) == ("[unset]", "0,1"), (bare, asked)
 

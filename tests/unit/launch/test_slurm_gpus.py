@@ -1,6 +1,6 @@
 """The GPU request of a Slurm job: each node's GPU count read from sinfo (a recorded real output of Debian
 12's Slurm 22.05.8 with stand-in GPUs, and the forms sinfo(1) documents), and the request lines of both
-sbatch templates (a step gets only the GPUs its job requested: srun(1), --gres)."""
+sbatch templates (#SBATCH --gres=gpu:N; a step gets only the GPUs its job requested: srun(1), --gres)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def _job(tmp_path: Path, gpus: int, nproc: str = "gpu") -> render.SbatchJob:
 @pytest.mark.parametrize("launcher", [Torchrun(), Mpirun()], ids=["torchrun", "mpirun"])
 def test_the_job_asks_for_each_nodes_gpus(tmp_path: Path, launcher: Torchrun | Mpirun) -> None:
     text = launcher.sbatch_script(_job(tmp_path, 8, nproc="8"))
-    assert "#SBATCH --gpus-per-node=8\n" in text
+    assert "#SBATCH --gres=gpu:8\n" in text
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
 
 
@@ -63,3 +63,9 @@ def test_no_gpus_no_request_and_a_hint(tmp_path: Path, launcher: Torchrun | Mpir
         line.split("=")[0] for line in text.splitlines() if line.startswith("#SBATCH")
     ]
     assert "# No GPU request: on GPU nodes add one" in text
+
+
+def test_one_rank_per_requested_gpu_without_slurm_gpus_on_node(tmp_path: Path) -> None:
+    """SLURM_GPUS_ON_NODE is set from Slurm 21.08 on; with a request the script names the count itself."""
+    assert "--nproc-per-node 8 " in Torchrun().sbatch_script(_job(tmp_path, 8))
+    assert '--nproc-per-node "${SLURM_GPUS_ON_NODE:-1}" ' in Torchrun().sbatch_script(_job(tmp_path, 0))
