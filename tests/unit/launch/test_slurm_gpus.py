@@ -32,6 +32,7 @@ def test_recorded_nodes_without_gpus() -> None:
         ("gpu:8", 8),
         ("gpu:h100:8", 8),
         ("gpu:h100:8(S:0-1)", 8),
+        ("gpu:nvidia_h100_80gb_hbm3:8(S:0-1)", 8),  # an 8x H100 node with AutoDetect=nvml (Slurm 24.11.5)
         ("gpu:a100:4(S:0),gpu:v100:2(S:1)", 6),
         ("gpu:4(S:0,1),nic:2", 4),
         ("mps:400", 0),
