@@ -68,3 +68,15 @@ V100_SXM2_16GB = StandinGpu(
     "7.0",
     "tests/recorded/nvidia-smi/query-full-1xV100-550.127.05",
 )
+
+
+def device_files(count: int) -> list[str]:
+    """Shell commands that make /dev/nvidia0..count-1, as the NVIDIA driver does: character devices of major
+    195, minor N (Linux's Documentation/admin-guide/devices.txt: "195 char Nvidia graphics devices",
+    0 = /dev/nvidia0). Slurm's gres.conf names them (File=); slurmd stops when one does not exist (gres.c
+    _my_stat: "can't stat gres.conf file"). A container may make device nodes but not open them."""
+    return [f"mknod -m 0666 /dev/nvidia{index} c 195 {index}" for index in range(count)]
+
+
+def remove_device_files(count: int) -> list[str]:
+    return [f"rm -f /dev/nvidia{index}" for index in range(count)]

@@ -165,6 +165,7 @@ class SbatchJob:
     # True: workdir is relative to the directory sbatch is run in (gpuprov launch --scheduler slurm).
     workdir_relative: bool = False
     image: str = ""  # --image: the ranks run inside it (launch.environments.container_slurm)
+    gpus_per_node: int = 0  # the job's `#SBATCH --gres=gpu:N` (launch.slurm_gpus); 0: no GPU request
 
 
 def workdir_expr(job: SbatchJob) -> str:
@@ -178,6 +179,9 @@ def sbatch_script(job: SbatchJob, template_name: str, **extra: str) -> str:
     'gpu' and 'auto' are one per GPU Slurm gave the node, 1 without GPUs), workdir_expr (workdir_expr())
     and what the launcher adds (extra)."""
     fields: dict[str, object] = {name: getattr(job, name) for name in job.__dataclass_fields__}
-    fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else '"${SLURM_GPUS_ON_NODE:-1}"'
+    # With a GPU request the count is known; SLURM_GPUS_ON_NODE is set from Slurm 21.08 on (gres_gpu.c; not
+    # in 19.05 or 20.11), and without it the script would start one rank.
+    gpus = str(job.gpus_per_node) if job.gpus_per_node else '"${SLURM_GPUS_ON_NODE:-1}"'
+    fields["nproc_expr"] = job.nproc if job.nproc.isdigit() else gpus
     fields["workdir_expr"] = workdir_expr(job)
     return load(None, template_name).render(**fields, **extra)

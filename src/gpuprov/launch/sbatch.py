@@ -54,6 +54,7 @@ def job(
     script: str,
     file_name: str,
     workdir_relative: bool = False,
+    gpus_per_node: int = 0,
 ) -> render.SbatchJob:
     """What the sbatch template is given for this launch (--emit-sbatch and --scheduler slurm alike)."""
     return render.SbatchJob(
@@ -71,6 +72,7 @@ def job(
         file_name=file_name,
         workdir_relative=workdir_relative,
         image=opts.image or "",
+        gpus_per_node=gpus_per_node,
     )
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gpuprov import console, host_options, hosts, interrupts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
-from gpuprov.launch import environments, jobs, launchers, push, sbatch, stream
+from gpuprov.launch import environments, jobs, launchers, push, sbatch, slurm_gpus, stream
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
 
 CONTROLLER_GROUP = "slurm_controller"
@@ -102,9 +102,13 @@ def _python() -> str:
 # ----- submitting ----------------------------------------------------------------------------------------
 
 
-def sbatch_text(opts: LaunchOptions, nnodes: int, argv: list[str], script: str) -> str:
+def sbatch_text(
+    opts: LaunchOptions, nnodes: int, argv: list[str], script: str, gpus_per_node: int = 0
+) -> str:
     """The sbatch script for this job; srun runs torchrun on `script` in work/ beside it."""
-    job = sbatch.job(opts, argv, nnodes, "work", script, SBATCH_FILE, workdir_relative=True)
+    job = sbatch.job(
+        opts, argv, nnodes, "work", script, SBATCH_FILE, workdir_relative=True, gpus_per_node=gpus_per_node
+    )
     return launchers.by_name(opts.launcher).sbatch_script(job)
 
 
@@ -130,9 +134,10 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
             for n in part.nodes
             if n != controller_host.name
         ]
+        gpus = slurm_gpus.per_node(ctl, part.name, controller_host.name)  # before anything is recorded
         payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
         job = _record(opts, targets, part, payload)
-        text = sbatch_text(opts, nnodes, argv, payload.script_rel)
+        text = sbatch_text(opts, nnodes, argv, payload.script_rel, gpus)
         console.step(f"Pushing {len(payload.files)} file(s) to ~/{job.remote_dir} on {len(targets)} host(s)")
         slurm_id = _push_and_submit(targets, ctl, job, payload, text, nnodes)
         job.slurm_job_id = slurm_id

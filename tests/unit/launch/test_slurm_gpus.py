@@ -1,0 +1,72 @@
+"""The GPU request of a Slurm job: each node's GPU count read from sinfo (a recorded real output of Debian
+12's Slurm 22.05.8 with stand-in GPUs, and the forms sinfo(1) documents), and the request lines of both
+sbatch templates (#SBATCH --gres=gpu:N; a step gets only the GPUs its job requested: srun(1), --gres)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuprov.launch import options, render, sbatch, slurm_gpus
+from gpuprov.launch.launchers.mpirun import Mpirun
+from gpuprov.launch.launchers.torchrun import Torchrun
+
+RECORDED = Path(__file__).resolve().parents[2] / "recorded" / "slurm"
+
+
+def test_recorded_nodes_with_two_gpus_each() -> None:
+    text = (RECORDED / "sinfo-node-gres-22.05.8").read_text()
+    assert slurm_gpus.parse_node_gpus(text) == {"node1": 2, "node2": 2}
+
+
+def test_recorded_nodes_without_gpus() -> None:
+    text = (RECORDED / "sinfo-node-gres-none-22.05.8").read_text()
+    assert slurm_gpus.parse_node_gpus(text) == {"node1": 0, "node2": 0}
+
+
+@pytest.mark.parametrize(
+    ("gres", "count"),
+    [
+        ("gpu:8", 8),
+        ("gpu:h100:8", 8),
+        ("gpu:h100:8(S:0-1)", 8),
+        ("gpu:nvidia_h100_80gb_hbm3:8(S:0-1)", 8),  # an 8x H100 node with AutoDetect=nvml (Slurm 24.11.5)
+        ("gpu:a100:4(S:0),gpu:v100:2(S:1)", 6),
+        ("gpu:4(S:0,1),nic:2", 4),
+        ("mps:400", 0),
+        ("(null)", 0),
+    ],
+)
+def test_gpu_count_of_a_gres_string(gres: str, count: int) -> None:
+    assert slurm_gpus.gpu_count(gres) == count
+
+
+def _job(tmp_path: Path, gpus: int, nproc: str = "gpu") -> render.SbatchJob:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    opts = options.build(script=str(script), nodes=2, nproc=nproc, emit_sbatch=str(tmp_path / "s.sh"))
+    return sbatch.job(opts, [], 2, str(tmp_path), "train.py", "s.sh", gpus_per_node=gpus)
+
+
+@pytest.mark.parametrize("launcher", [Torchrun(), Mpirun()], ids=["torchrun", "mpirun"])
+def test_the_job_asks_for_each_nodes_gpus(tmp_path: Path, launcher: Torchrun | Mpirun) -> None:
+    text = launcher.sbatch_script(_job(tmp_path, 8, nproc="8"))
+    assert "#SBATCH --gres=gpu:8\n" in text
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+@pytest.mark.parametrize("launcher", [Torchrun(), Mpirun()], ids=["torchrun", "mpirun"])
+def test_no_gpus_no_request_and_a_hint(tmp_path: Path, launcher: Torchrun | Mpirun) -> None:
+    text = launcher.sbatch_script(_job(tmp_path, 0, nproc="2"))
+    assert "--gpus-per-node" not in [
+        line.split("=")[0] for line in text.splitlines() if line.startswith("#SBATCH")
+    ]
+    assert "# No GPU request: on GPU nodes add one" in text
+
+
+def test_one_rank_per_requested_gpu_without_slurm_gpus_on_node(tmp_path: Path) -> None:
+    """SLURM_GPUS_ON_NODE is set from Slurm 21.08 on; with a request the script names the count itself."""
+    assert "--nproc-per-node 8 " in Torchrun().sbatch_script(_job(tmp_path, 8))
+    assert '--nproc-per-node "${SLURM_GPUS_ON_NODE:-1}" ' in Torchrun().sbatch_script(_job(tmp_path, 0))
