@@ -66,10 +66,16 @@ def wait_until_idle(sandbox: Sandbox, within: float = 120) -> None:
 
 
 def test_ddp_training_on_two_nodes_through_slurm(slurm_cluster: Sandbox) -> None:
+    # The nodes have a stock Debian /etc/hosts (the hostname on 127.0.1.1: gpuprov.sandbox.etc_hosts), where
+    # gloo and the c10d rendezvous would bind loopback: the script finds each node's interface on the node.
+    for node in ("node1", "node2"):
+        hosts_file = docker_exec(node_container(slurm_cluster, node), "cat", "/etc/hosts").stdout
+        assert f"127.0.1.1\t{node}\n" in hosts_file, hosts_file
     proc = gp(slurm_cluster, "launch", "--scheduler", "slurm", "--nodes", "2", EXAMPLE, "--", "--epochs", "1")
     assert proc.returncode == 0, proc.stderr
     assert "all-reduce agreement OK: world 2, sum of ranks 1 (expected 1)" in proc.stdout
     assert "node1/0" in proc.stdout and "node2/1" in proc.stdout  # host/rank prefixes
+    assert "gpuprov-routes: node1=eth0=" in proc.stdout and " node2=eth0=" in proc.stdout, proc.stdout
     job_id = job_id_in(proc.stderr)
     assert "submitted to Slurm as job" in proc.stderr
     # After the client has exited: jobs shows Slurm's view, logs reads the batch host's output.
