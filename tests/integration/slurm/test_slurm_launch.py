@@ -157,3 +157,61 @@ def test_slurm_not_running(slurm_cluster: Sandbox, sleeper: Path) -> None:
         # Back as the other tests need it: slurmctld answers and both nodes have registered again (they
         # show as "unk" until then).
         wait_until_idle(slurm_cluster)
+
+
+def test_a_drained_node_makes_launch_exit_7_naming_it(slurm_cluster: Sandbox, sleeper: Path) -> None:
+    controller = node_container(slurm_cluster, "node1")
+    reason = "gpuprov test: a GPU fell off the bus"
+    drained = docker_exec(
+        controller, "scontrol", "update", "nodename=node2", "state=drain", f"reason={reason}"
+    )
+    assert drained.returncode == 0, drained.stderr
+    try:
+        # What launch reads (printed for tests/recorded/slurm/: run with -s to see it).
+        shown = docker_exec(controller, "sinfo", "--noheader", "--Node", "--format", "%N|%P|%n|%o|%T|%E")
+        print(f"sinfo with node2 drained:\n{shown.stdout}")
+        before = slurm_queue(slurm_cluster)
+        proc = gp(slurm_cluster, "launch", "--scheduler", "slurm", "--nodes", "2", str(sleeper))
+        assert proc.returncode == 7, proc.stderr
+        assert f"unavailable: node2 (drained: {reason} [" in proc.stderr, proc.stderr
+        assert "partition gpu has 1 that can take a job (node1)" in proc.stderr
+        assert "Traceback" not in proc.stderr and "Pushing" not in proc.stderr
+        assert slurm_queue(slurm_cluster) == before
+    finally:
+        docker_exec(controller, "scontrol", "update", "nodename=node2", "state=resume")
+    wait_until_idle(slurm_cluster)
+
+
+HELLO = "import os, socket\nprint('hello from rank', os.environ['RANK'], flush=True)\n"
+
+
+@pytest.mark.parametrize("naming", ["fqdn", "address"])
+def test_inventory_hosts_named_otherwise_than_slurm_nodes(
+    slurm_cluster: Sandbox, tmp_path: Path, naming: str
+) -> None:
+    """Slurm names the nodes node1 and node2 (their short hostnames); the inventory names them by FQDN or by
+    address, and launch still finds each node's host and prints its output under the inventory's name."""
+    text = slurm_cluster.inventory.read_text()
+    names = {}
+    for node in ("node1", "node2"):
+        line = next(line for line in text.splitlines() if line.startswith(f"{node} ansible_host="))
+        address = line.split("ansible_host=")[1].split()[0]
+        names[node] = f"{node}.cluster.test" if naming == "fqdn" else address
+        renamed = line.replace(f"{node} ", f"{names[node]} ", 1)
+        if naming == "address":
+            renamed = renamed.replace(f" ansible_host={address}", "")
+        text = text.replace(line, renamed)
+    text = text.replace("[slurm_controller]\nnode1\n", f"[slurm_controller]\n{names['node1']}\n")
+    inventory = slurm_cluster.inventory.parent / f"slurm-{naming}-inventory.ini"
+    inventory.write_text(text)
+    script = tmp_path / "hello.py"
+    script.write_text(HELLO)
+    proc = gp(
+        slurm_cluster, "launch", "-i", str(inventory), "--scheduler", "slurm", "--nodes", "2", str(script)
+    )
+    assert proc.returncode == 0, proc.stderr
+    for rank, node in enumerate(("node1", "node2")):
+        assert f"{names[node]}/{rank}" in proc.stdout and f"hello from rank {rank}" in proc.stdout, (
+            proc.stdout
+        )
+    assert_nothing_left(slurm_cluster)
