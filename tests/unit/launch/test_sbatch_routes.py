@@ -16,12 +16,28 @@ from gpuprov.launch import options, sbatch
 RECORDED = Path(__file__).parents[2] / "recorded" / "ip-route"
 ADDRESSES = {"node1": "172.17.0.1", "node2": "172.17.0.2"}
 
-# srun: the route step and the job step alike run their command once per node, as SLURMD_NODENAME.
+# srun: the route step and the job step alike run their command once per node, as SLURMD_NODENAME, in a
+# UTS namespace of its own whose host name is the node's (the script keys each node's route by the kernel's
+# host name).
 FAKE_SRUN = r"""#!/bin/bash
+if [ "$1" = --mpi=list ]; then echo "MPI plugin types are... none pmi2 pmix"; exit 0; fi
 while [ "${1#--}" != "$1" ]; do shift; done
 echo "srun $1 $2" >> "$FAKE_LOG"
-for node in $FAKE_NODES; do SLURMD_NODENAME=$node "$@"; done
+for node in $FAKE_NODES; do
+  SLURMD_NODENAME=$node unshare --uts bash -c 'hostname "$SLURMD_NODENAME" && exec "$@"' srun-task "$@"
+done
 """
+
+
+def _can_name_hosts() -> bool:
+    """Whether this machine lets the test give each fake node its own host name (root, or CAP_SYS_ADMIN)."""
+    try:
+        return subprocess.run(["unshare", "--uts", "hostname", "x"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _can_name_hosts(), reason="unshare --uts needs root (CAP_SYS_ADMIN)")
 FAKE_SCONTROL = r"""#!/bin/bash
 case "$2" in
   hostnames) printf '%s\n' $FAKE_NODES ;;
@@ -46,11 +62,16 @@ echo "rank-env $SLURMD_NODENAME gloo=${GLOO_SOCKET_IFNAME:-unset} local=${PET_LO
 
 
 def run_script(
-    tmp_path: Path, nodes: tuple[str, ...], routes: dict[str, str], env: tuple[str, ...] = ()
+    tmp_path: Path,
+    nodes: tuple[str, ...],
+    routes: dict[str, str],
+    env: tuple[str, ...] = (),
+    launcher: str = "torchrun",
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     script = tmp_path / "train.py"
     script.write_text("")
-    opts = options.build(script=str(script), nodes=len(nodes), env=env, emit_sbatch=str(tmp_path / "j.sh"))
+    opts = options.build(script=str(script), nodes=len(nodes), env=env, emit_sbatch=str(tmp_path / "j.sh"),
+                         launcher=launcher, nproc="1")  # fmt: skip
     text = sbatch.build(opts, [])
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -60,8 +81,9 @@ def run_script(
         (bin_dir / name).chmod(0o755)
     log = tmp_path / "log"
     log.touch()
-    run_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "FAKE_LOG": str(log),
-               "FAKE_NODES": " ".join(nodes), "SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": ",".join(nodes),
+    run_env = {"PATH": f"{bin_dir}:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(tmp_path),
+               "FAKE_LOG": str(log), "FAKE_NODES": " ".join(nodes), "SLURM_JOB_ID": "9",
+               "SLURM_JOB_NODELIST": ",".join(nodes),
                "SLURM_NNODES": str(len(nodes)), "GPUPROV_PYTHON": str(bin_dir / "python"),
                **{f"FAKE_ROUTE_{node}": str(RECORDED / name) for node, name in routes.items()}}  # fmt: skip
     done = subprocess.run(["bash", "-c", text], env=run_env, cwd=tmp_path, capture_output=True, text=True)
@@ -76,9 +98,10 @@ def rank_env(output: str) -> dict[str, str]:
     }
 
 
-def test_each_node_gets_the_interface_and_address_of_its_own_route(tmp_path: Path) -> None:
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])  # mpirun: srun --mpi=pmix starts the ranks
+def test_each_node_gets_the_interface_and_address_of_its_own_route(tmp_path: Path, launcher: str) -> None:
     routes = {"node1": "via-gateway-debian12.txt", "node2": "same-subnet-debian12.txt"}
-    done, log = run_script(tmp_path, ("node1", "node2"), routes)
+    done, log = run_script(tmp_path, ("node1", "node2"), routes, launcher=launcher)
     assert done.returncode == 0, done.stderr
     assert rank_env(done.stdout) == {
         "node1": "gloo=eth0 local=192.0.2.2",
@@ -122,5 +145,6 @@ def test_one_node_asks_no_route(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     # Only the job step, its command not wrapped.
     assert [line for line in log if line.startswith("srun")] == [f"srun {tmp_path}/bin/python -m"]
+    assert "gpuprov-routes" not in done.stdout
     assert not any(line.startswith("ip ") for line in log)
     assert rank_env(done.stdout) == {"node1": "gloo=unset local=unset"}
