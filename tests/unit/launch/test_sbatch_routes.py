@@ -67,6 +67,7 @@ def run_script(
     routes: dict[str, str],
     env: tuple[str, ...] = (),
     launcher: str = "torchrun",
+    submit_env: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     script = tmp_path / "train.py"
     script.write_text("")
@@ -85,7 +86,8 @@ def run_script(
                "FAKE_LOG": str(log), "FAKE_NODES": " ".join(nodes), "SLURM_JOB_ID": "9",
                "SLURM_JOB_NODELIST": ",".join(nodes),
                "SLURM_NNODES": str(len(nodes)), "GPUPROV_PYTHON": str(bin_dir / "python"),
-               **{f"FAKE_ROUTE_{node}": str(RECORDED / name) for node, name in routes.items()}}  # fmt: skip
+               **{f"FAKE_ROUTE_{node}": str(RECORDED / name) for node, name in routes.items()},
+               **(submit_env or {})}  # fmt: skip
     done = subprocess.run(["bash", "-c", text], env=run_env, cwd=tmp_path, capture_output=True, text=True)
     return done, log.read_text().splitlines()
 
@@ -148,3 +150,16 @@ def test_one_node_asks_no_route(tmp_path: Path) -> None:
     assert "gpuprov-routes" not in done.stdout
     assert not any(line.startswith("ip ") for line in log)
     assert rank_env(done.stdout) == {"node1": "gloo=unset local=unset"}
+
+
+def test_the_node_line_carries_the_inventorys_names(tmp_path: Path) -> None:
+    """`gpuprov launch --scheduler slurm` sets GPUPROV_NODE_NAMES for nodes the inventory names otherwise
+    (launch.slurm_nodes); the client maps each srun label to a name of this line."""
+    routes = {"node1": "same-subnet-debian12.txt", "node2": "same-subnet-debian12.txt"}
+    names = {"GPUPROV_NODE_NAMES": "node2=10.0.0.2 node1=node1.cluster.test"}
+    done, _ = run_script(tmp_path, ("node1", "node2"), routes, submit_env=names)
+    assert done.returncode == 0, done.stderr
+    assert "gpuprov-nodes: node1.cluster.test 10.0.0.2\n" in done.stdout
+    (tmp_path / "plain").mkdir()
+    plain, _ = run_script(tmp_path / "plain", ("node1", "node2"), routes)
+    assert "gpuprov-nodes: node1 node2\n" in plain.stdout
