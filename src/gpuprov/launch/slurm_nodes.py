@@ -52,7 +52,7 @@ class SlurmNode:
 
     @property
     def busy(self) -> bool:
-        return self.base_state in ("allocated", "mixed", "completing")
+        return self.base_state in ("allocated", "mixed", "completing", "planned")  # planned: held for a job
 
     def describe(self) -> str:
         if NOT_RESPONDING in self.state and self.base_state not in UNAVAILABLE_STATES:
