@@ -23,8 +23,11 @@ FAKE_SRUN = r"""#!/bin/bash
 if [ "$1" = --mpi=list ]; then echo "MPI plugin types are... none pmi2 pmix"; exit 0; fi
 while [ "${1#--}" != "$1" ]; do shift; done
 echo "srun $1 $2" >> "$FAKE_LOG"
+id=0
 for node in $FAKE_NODES; do
-  SLURMD_NODENAME=$node unshare --uts bash -c 'hostname "$SLURMD_NODENAME" && exec "$@"' srun-task "$@"
+  SLURM_NODEID=$id SLURMD_NODENAME=$node \
+    unshare --uts bash -c 'hostname "$SLURMD_NODENAME" && exec "$@"' srun-task "$@"
+  id=$((id + 1))
 done
 """
 
@@ -57,7 +60,8 @@ if [ -z "${!var}" ]; then echo "RTNETLINK answers: Network is unreachable" >&2; 
 cat "${!var}"
 """
 FAKE_PYTHON = r"""#!/bin/bash
-echo "rank-env $SLURMD_NODENAME gloo=${GLOO_SOCKET_IFNAME:-unset} local=${PET_LOCAL_ADDR:-unset}"
+echo "rank-env $SLURMD_NODENAME gloo=${GLOO_SOCKET_IFNAME:-unset} local=${PET_LOCAL_ADDR:-unset}" \
+  "rdzv=${PET_RDZV_CONF:-unset}"
 """
 
 
@@ -105,9 +109,11 @@ def test_each_node_gets_the_interface_and_address_of_its_own_route(tmp_path: Pat
     routes = {"node1": "via-gateway-debian12.txt", "node2": "same-subnet-debian12.txt"}
     done, log = run_script(tmp_path, ("node1", "node2"), routes, launcher=launcher)
     assert done.returncode == 0, done.stderr
+    # c10d's store on the first node, said outright: with the hostname on 127.0.1.1 torch would not
+    # find that the endpoint is this machine, and every node would be a client.
     assert rank_env(done.stdout) == {
-        "node1": "gloo=eth0 local=192.0.2.2",
-        "node2": "gloo=eth0 local=172.17.0.2",
+        "node1": "gloo=eth0 local=192.0.2.2 rdzv=is_host=1",
+        "node2": "gloo=eth0 local=172.17.0.2 rdzv=is_host=0",
     }
     # The first node asks toward the second (toward itself the kernel answers `local ... dev lo`), the
     # others toward the first.
@@ -120,8 +126,8 @@ def test_the_jobs_own_gloo_interface_wins(tmp_path: Path) -> None:
     done, _ = run_script(tmp_path, ("node1", "node2"), routes, env=("GLOO_SOCKET_IFNAME=ib0",))
     assert done.returncode == 0, done.stderr
     assert rank_env(done.stdout) == {
-        "node1": "gloo=ib0 local=172.17.0.2",
-        "node2": "gloo=ib0 local=172.17.0.2",
+        "node1": "gloo=ib0 local=172.17.0.2 rdzv=is_host=1",
+        "node2": "gloo=ib0 local=172.17.0.2 rdzv=is_host=0",
     }
 
 
@@ -139,17 +145,19 @@ def test_a_node_without_a_route_says_so_and_keeps_the_default(
     done, _ = run_script(tmp_path, ("node1", "node2"), routes)
     assert done.returncode == 0, done.stderr
     assert f"gpuprov: node2: {why}" in done.stderr
-    assert rank_env(done.stdout) == {"node1": "gloo=eth0 local=172.17.0.2", "node2": "gloo=unset local=unset"}
+    assert rank_env(done.stdout) == {
+        "node1": "gloo=eth0 local=172.17.0.2 rdzv=is_host=1",
+        "node2": "gloo=unset local=unset rdzv=is_host=0",
+    }
 
 
-def test_one_node_asks_no_route(tmp_path: Path) -> None:
+def test_one_node_asks_no_route_and_hosts_the_rendezvous(tmp_path: Path) -> None:
     done, log = run_script(tmp_path, ("node1",), {"node1": "same-subnet-debian12.txt"})
     assert done.returncode == 0, done.stderr
-    # Only the job step, its command not wrapped.
-    assert [line for line in log if line.startswith("srun")] == [f"srun {tmp_path}/bin/python -m"]
+    assert [line for line in log if line.startswith("srun")] == ["srun bash -c"]  # the job step only
     assert "gpuprov-routes" not in done.stdout
     assert not any(line.startswith("ip ") for line in log)
-    assert rank_env(done.stdout) == {"node1": "gloo=unset local=unset"}
+    assert rank_env(done.stdout) == {"node1": "gloo=unset local=unset rdzv=is_host=1"}
 
 
 def test_the_node_line_carries_the_inventorys_names(tmp_path: Path) -> None:

@@ -21,9 +21,9 @@ HOST_TEMPLATE = "torchrun.sh.j2"
 SBATCH_TEMPLATE = "sbatch.sh.j2"
 # torchrun prefixes each worker's line with this (with --tee); the client maps it to host/rank.
 LOG_LINE_PREFIX_TEMPLATE = "[rank${rank}]:"
-# What the sbatch script sets on each node from its route toward the peers (gloo's interface and torchrun's
-# --local-addr, which torchrun reads from PET_LOCAL_ADDR).
-ROUTE_ENV = ("GLOO_SOCKET_IFNAME", "PET_LOCAL_ADDR")
+# What the sbatch script sets on each node (templates/slurm-node-routes.sh.j2): gloo's interface, and
+# torchrun's --local-addr and --rdzv-conf is_host, which torchrun reads from PET_LOCAL_ADDR and PET_RDZV_CONF.
+ROUTE_ENV = ("GLOO_SOCKET_IFNAME", "PET_LOCAL_ADDR", "PET_RDZV_CONF")
 
 
 class Torchrun:
