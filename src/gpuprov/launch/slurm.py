@@ -364,8 +364,13 @@ class OutputReader:
             self.nodes = line.split()[1:]
             return
         match = _LABEL_RE.match(line)
-        if match and int(match.group(1)) < len(self.nodes):
+        # A node the record does not name (a site whose SBATCH_EXPORT keeps GPUPROV_NODE_NAMES from the
+        # script, so the node line has Slurm's names): its lines go with the batch host's.
+        known = {h.name for h in self.job.hosts}
+        if match and int(match.group(1)) < len(self.nodes) and self.nodes[int(match.group(1))] in known:
             self.printer.line(self.nodes[int(match.group(1))], match.group(2))
+        elif match and int(match.group(1)) < len(self.nodes):
+            self.printer.line(self.host or "slurm", f"{self.nodes[int(match.group(1))]}: {match.group(2)}")
         else:
             self.printer.line(self.host or "slurm", line)
 

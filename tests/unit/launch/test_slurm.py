@@ -57,6 +57,7 @@ def test_output_lines_go_to_the_node_of_their_srun_label() -> None:
     reader = slurm.OutputReader.__new__(slurm.OutputReader)
     printer = FakePrinter()
     reader.printer, reader.host, reader.nodes = printer, "node1", []  # type: ignore[assignment]
+    reader.job = SimpleNamespace(hosts=[SimpleNamespace(name="node1"), SimpleNamespace(name="node2")])  # type: ignore[assignment]
     for line in [
         "gpuprov-nodes: node1 node2",
         "1: [rank1]:rank 1 up",
@@ -88,3 +89,13 @@ def test_a_batch_host_the_record_names_otherwise_is_looked_for_by_its_output() -
     reader.attach("node1")
     reader.attach("node1")
     assert looked == [1] and reader.client is None
+
+
+def test_lines_of_a_node_the_record_does_not_name_go_with_the_batch_host() -> None:
+    reader = slurm.OutputReader.__new__(slurm.OutputReader)
+    printer = FakePrinter()
+    reader.printer, reader.host, reader.nodes = printer, "gpu01.example", []  # type: ignore[assignment]
+    reader.job = SimpleNamespace(hosts=[SimpleNamespace(name="gpu01.example")])  # type: ignore[assignment]
+    for line in ["gpuprov-nodes: gpu01 gpu02", "1: [rank1]:rank 1 up"]:
+        reader._print(line)
+    assert printer.lines == [("gpu01.example", "gpu02: [rank1]:rank 1 up")]
