@@ -173,7 +173,7 @@ def test_a_drained_node_makes_launch_exit_7_naming_it(slurm_cluster: Sandbox, sl
         before = slurm_queue(slurm_cluster)
         proc = gp(slurm_cluster, "launch", "--scheduler", "slurm", "--nodes", "2", str(sleeper))
         assert proc.returncode == 7, proc.stderr
-        assert f"unavailable: node2 (drained: {reason} [" in proc.stderr, proc.stderr
+        assert f"unavailable: node2 (drained: {reason})" in proc.stderr, proc.stderr
         assert "partition gpu has 1 that can take a job (node1)" in proc.stderr
         assert "Traceback" not in proc.stderr and "Pushing" not in proc.stderr
         assert slurm_queue(slurm_cluster) == before
