@@ -74,7 +74,11 @@ def test_ddp_training_on_two_nodes_through_slurm(slurm_cluster: Sandbox) -> None
     proc = gp(slurm_cluster, "launch", "--scheduler", "slurm", "--nodes", "2", EXAMPLE, "--", "--epochs", "1")
     assert proc.returncode == 0, proc.stderr
     assert "all-reduce agreement OK: world 2, sum of ranks 1 (expected 1)" in proc.stdout
-    assert "node1/0" in proc.stdout and "node2/1" in proc.stdout  # host/rank prefixes
+    # host/rank prefixes; c10d numbers the nodes in the order of the addresses they publish (torch's
+    # dynamic_rendezvous: sorted participants), so either node may hold rank 0.
+    assert {"node1/0", "node2/1"} <= set(proc.stdout.split()) or {"node1/1", "node2/0"} <= set(
+        proc.stdout.split()
+    ), proc.stdout
     assert "gpuprov-routes: node1=eth0=" in proc.stdout and " node2=eth0=" in proc.stdout, proc.stdout
     job_id = job_id_in(proc.stderr)
     assert "submitted to Slurm as job" in proc.stderr
@@ -84,7 +88,7 @@ def test_ddp_training_on_two_nodes_through_slurm(slurm_cluster: Sandbox) -> None
     assert "succeeded (slurm " in line, line
     logs = gp(slurm_cluster, "logs", job_id)
     assert logs.returncode == 0, logs.stderr
-    assert "all-reduce agreement OK" in logs.stdout and "node2/1" in logs.stdout
+    assert "all-reduce agreement OK" in logs.stdout and "node2/" in logs.stdout
     assert_nothing_left(slurm_cluster)
 
 
@@ -210,8 +214,7 @@ def test_inventory_hosts_named_otherwise_than_slurm_nodes(
         slurm_cluster, "launch", "-i", str(inventory), "--scheduler", "slurm", "--nodes", "2", str(script)
     )
     assert proc.returncode == 0, proc.stderr
-    for rank, node in enumerate(("node1", "node2")):
-        assert f"{names[node]}/{rank}" in proc.stdout and f"hello from rank {rank}" in proc.stdout, (
-            proc.stdout
-        )
+    assert "hello from rank 0" in proc.stdout and "hello from rank 1" in proc.stdout, proc.stdout
+    for node in ("node1", "node2"):  # each node's lines under its inventory name (host/rank)
+        assert f"\n{names[node]}/" in f"\n{proc.stdout}", proc.stdout
     assert_nothing_left(slurm_cluster)
