@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gpuprov import console, host_options, hosts, interrupts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
-from gpuprov.launch import environments, jobs, launchers, push, sbatch, slurm_gpus, stream
+from gpuprov.launch import environments, jobs, launchers, push, sbatch, slurm_gpus, slurm_nodes, stream
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
 
 CONTROLLER_GROUP = "slurm_controller"
@@ -29,6 +29,7 @@ SBATCH_FILE = "job.sbatch"
 OUTPUT_FILE = "slurm.out"
 POLL_S = 1.0
 CANCEL_WAIT_S = 60.0
+FIND_INTERVAL_S = 5.0  # how often a batch host that the record does not name is looked for (its output file)
 REASON_WAIT_S = 5.0  # a job just submitted is PENDING with Reason=None until the scheduler has looked at it
 # Slurm job states (squeue(1), "JOB STATE CODES") after which nothing of the job runs any more.
 FINAL_STATES = frozenset(
@@ -68,30 +69,19 @@ def controller_name(inventory: Path) -> str:
     return str(members[0])
 
 
-@dataclass(frozen=True)
-class Partition:
-    name: str
-    nodes: list[str]
-
-
-def default_partition(client: ssh.Client, controller: str) -> Partition:
-    """Check that slurmctld answers; return the default partition and its nodes."""
+def default_partition(client: ssh.Client, controller: str) -> slurm_nodes.Partition:
+    """Check that slurmctld answers; return the default partition and its nodes (launch.slurm_nodes)."""
     ping = ssh.run(client, "scontrol ping")
     if ping.rc != 0 or "is UP" not in ping.stdout:
         raise BadInput(
             f"Slurm is not running on {controller} (scontrol ping: {ping.last_line}); start slurmctld there "
             "(`gpuprov bootstrap` applies the slurm role) or launch without --scheduler slurm"
         )
-    listed = ssh.run(client, "sinfo --noheader --Node --format '%N %P'")
-    by_partition: dict[str, list[str]] = {}
-    for line in listed.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].endswith("*"):
-            by_partition.setdefault(parts[1].rstrip("*"), []).append(parts[0])
-    if listed.rc != 0 or not by_partition:
+    listed = ssh.run(client, f"sinfo --noheader --Node --format {shlex.quote(slurm_nodes.SINFO_FORMAT)}")
+    part = slurm_nodes.default_partition(listed.stdout) if listed.rc == 0 else None
+    if part is None:
         raise BadInput(f"Slurm on {controller} has no default partition (sinfo: {listed.last_line})")
-    name, nodes = next(iter(by_partition.items()))
-    return Partition(name, sorted(set(nodes)))
+    return part
 
 
 def _python() -> str:
@@ -127,22 +117,24 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
         if nnodes > len(part.nodes):
             raise BadInput(
                 f"--nodes {nnodes}: Slurm's partition {part.name} has {len(part.nodes)} node(s) "
-                f"({', '.join(part.nodes)}); ask for at most {len(part.nodes)}"
+                f"({', '.join(part.names)}); ask for at most {len(part.nodes)}"
             )
-        targets = [controller_host] + [
-            _inventory_host(inventory, n, f"node {n} of partition {part.name}")
-            for n in part.nodes
-            if n != controller_host.name
-        ]
+        node_hosts = {n.name: slurm_nodes.inventory_host(inventory, n, part.name) for n in part.nodes}
+        slurm_nodes.check_available(part, nnodes, controller_host.name)
+        targets = [controller_host] + [h for h in node_hosts.values() if h.name != controller_host.name]
         gpus = slurm_gpus.per_node(ctl, part.name, controller_host.name)  # before anything is recorded
         payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
         job = _record(opts, targets, part, payload)
         text = sbatch_text(opts, nnodes, argv, payload.script_rel, gpus)
         console.step(f"Pushing {len(payload.files)} file(s) to ~/{job.remote_dir} on {len(targets)} host(s)")
-        slurm_id = _push_and_submit(targets, ctl, job, payload, text, nnodes)
+        names = {node: host.name for node, host in node_hosts.items() if node != host.name}
+        slurm_id = _push_and_submit(targets, ctl, job, payload, text, nnodes, names)
         job.slurm_job_id = slurm_id
         job.mark(jobs.RUNNING)  # saves the record with Slurm's id
         console.success(f"Job {job.id} submitted to Slurm as job {slurm_id} on {controller_host.name}")
+        waiting = slurm_nodes.busy_note(part, nnodes)
+        if waiting:
+            console.info(f"Job {job.id} may wait in Slurm's queue: {waiting}")
         if opts.detach:
             say_if_queued(ctl, job)
             console.result(job.id)
@@ -153,7 +145,7 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
 
 
 def _record(
-    opts: LaunchOptions, targets: list[hosts.Host], part: Partition, payload: push.Payload
+    opts: LaunchOptions, targets: list[hosts.Host], part: slurm_nodes.Partition, payload: push.Payload
 ) -> jobs.Job:
     """The job's record, saved as starting: the controller first, then the partition's nodes."""
     job = jobs.Job(
@@ -174,17 +166,27 @@ def _record(
 
 
 def _push_and_submit(
-    targets: list[hosts.Host], ctl: ssh.Client, job: jobs.Job, payload: push.Payload, text: str, nnodes: int
+    targets: list[hosts.Host],
+    ctl: ssh.Client,
+    job: jobs.Job,
+    payload: push.Payload,
+    text: str,
+    nnodes: int,
+    names: dict[str, str],
 ) -> str:
     """Push the job's files to every host, then sbatch on the controller; Slurm's job id.
 
+    names: the inventory name of each Slurm node named otherwise, for the script's node line (sbatch
+    passes the submitting shell's environment to the job: sbatch(1) --export, ALL by default).
     The job is recorded as failed when either fails."""
     controller = targets[0].name
+    renamed = " ".join(f"{node}={name}" for node, name in names.items())
     try:
         _push_all(targets, ctl, controller, job, payload, text)
         submitted = ssh.run(
             ctl,
-            f"cd {shlex.quote(job.remote_dir)} && sbatch --parsable --nodes={nnodes} "
+            f"cd {shlex.quote(job.remote_dir)} && GPUPROV_NODE_NAMES={shlex.quote(renamed)} "
+            f"sbatch --parsable --nodes={nnodes} "
             f"--job-name=gpuprov-{job.id} --output={OUTPUT_FILE} {SBATCH_FILE}",
         )
     except BaseException:
@@ -317,13 +319,18 @@ class OutputReader:
         self.nodes: list[str] = []
         self.client: ssh.Client | None = None
         self.host: str | None = None
+        self.next_find = 0.0
 
     def attach(self, host: str) -> None:
+        """Read from the batch host Slurm names; a Slurm node name that is no host name of the record (the
+        inventory names it by FQDN or address: launch.slurm_nodes) is found by its output file."""
         if self.client is None:
             record = next((h for h in self.job.hosts if h.name == host), None)
-            if record is None:
-                raise GpuprovError(f"job {self.job.id}: Slurm ran it from {host}, which the job record lacks")
-            self.client, self.host = ssh.connect(record.to_host()), host
+            if record is not None:
+                self.client, self.host = ssh.connect(record.to_host()), host
+            elif time.monotonic() >= self.next_find:
+                self.next_find = time.monotonic() + FIND_INTERVAL_S
+                self.find()
 
     def find(self) -> bool:
         """For a job whose batch host Slurm no longer names: the host that has its output."""
@@ -362,8 +369,13 @@ class OutputReader:
             self.nodes = line.split()[1:]
             return
         match = _LABEL_RE.match(line)
-        if match and int(match.group(1)) < len(self.nodes):
+        # A node the record does not name (a site whose SBATCH_EXPORT keeps GPUPROV_NODE_NAMES from the
+        # script, so the node line has Slurm's names): its lines go with the batch host's.
+        known = {h.name for h in self.job.hosts}
+        if match and int(match.group(1)) < len(self.nodes) and self.nodes[int(match.group(1))] in known:
             self.printer.line(self.nodes[int(match.group(1))], match.group(2))
+        elif match and int(match.group(1)) < len(self.nodes):
+            self.printer.line(self.host or "slurm", f"{self.nodes[int(match.group(1))]}: {match.group(2)}")
         else:
             self.printer.line(self.host or "slurm", line)
 

@@ -358,9 +358,6 @@ def _bring_up(
 
     all_nodes = existing_nodes(sandbox)
     addresses = {node.name: _address(node.container, net) for node in all_nodes}
-    if slurm:  # the Slurm path does not handle a stock /etc/hosts yet (docs/slurm.md, "Stock /etc/hosts")
-        for node in all_nodes:
-            etc_hosts.write_cluster_address(node.container, node.name, addresses[node.name])
     host_keys = {node.name: _host_key(files, node) for node in all_nodes}
     inventory.write_atomic(
         files.known_hosts,

@@ -37,18 +37,3 @@ def write(container: str, os_name: str, hostname: str) -> None:
     if os_name not in STOCK_OSES:
         return
     docker.run("exec", "-i", container, "sh", "-c", "cat > /etc/hosts", input=stock(hostname).encode())
-
-
-def cluster_file(hostname: str, address: str) -> str:
-    """/etc/hosts as Docker writes it into a container: the hostname beside the node's cluster address."""
-    return (
-        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\n"
-        f"ff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n{address}\t{hostname}\n"
-    )
-
-
-def write_cluster_address(container: str, hostname: str, address: str) -> None:
-    """Map the node's hostname to its cluster address again (Slurm sandboxes: docs/slurm.md, "Stock
-    /etc/hosts": the Slurm path does not yet handle the stock 127.0.1.1 line)."""
-    text = cluster_file(hostname, address)
-    docker.run("exec", "-i", container, "sh", "-c", "cat > /etc/hosts", input=text.encode())

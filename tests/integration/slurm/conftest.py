@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 from gpuprov import resources
-from gpuprov.sandbox import cluster, docker, etc_hosts
+from gpuprov.sandbox import cluster
 from tests.integration.conftest import BootstrapRun, Sandbox, run_ansible
 from tests.integration.launch.conftest import two_node_inventory
 
 PLAYBOOK = Path(__file__).resolve().parents[1] / "playbooks" / "slurm.yml"
-SLURM_NODES = ("node1", "node2")
 SLURM_LINES = "[slurm_controller]\nnode1\n\n[all:vars]\nslurm_container_safe=true\nslurm_allow_no_gpu=true\n"
 
 
@@ -40,19 +39,7 @@ def slurm_cluster(deb_sandbox: Sandbox, first_bootstrap: BootstrapRun) -> Iterat
     inventory = with_slurm(two_node_inventory(deb_sandbox), "slurm-inventory.ini")
     code, output = run_slurm_play(deb_sandbox, inventory)
     assert code == 0, output
-    # As `gpuprov sandbox up --slurm` does: the nodes' hostnames map to their cluster addresses, since the
-    # Slurm path does not handle a stock /etc/hosts yet (docs/slurm.md, "Stock /etc/hosts"); the stock file
-    # goes back afterwards for the tests that share these nodes.
-    for node in SLURM_NODES:
-        etc_hosts.write_cluster_address(node_container(deb_sandbox, node), node, _address(deb_sandbox, node))
     yield Sandbox(deb_sandbox.name, inventory, {**deb_sandbox.env, "GPUPROV_INVENTORY": str(inventory)})
-    for node in SLURM_NODES:
-        etc_hosts.write(node_container(deb_sandbox, node), "debian12", node)
-
-
-def _address(sandbox: Sandbox, node: str) -> str:
-    each_network = "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"
-    return docker.run("inspect", "-f", each_network, node_container(sandbox, node)).stdout.strip()
 
 
 def node_container(sandbox: Sandbox, node: str) -> str:

@@ -72,8 +72,9 @@ def test_pyxis_starts_each_task_in_the_image(tmp_path: Path) -> None:
     work = str(tmp_path)
     assert srun.startswith(
         f"srun --kill-on-bad-exit=1 --label --ntasks-per-node=1 --chdir={work} --container-image={IMAGE} "
-        f"--container-mounts={work}:{work} --container-workdir={work} python3 -m torch.distributed.run "
-    )
+        f"--container-mounts={work}:{work} --container-workdir={work} bash -c "
+    )  # bash -c: the task's own environment first (templates/slurm-node-routes.sh.j2), inside the image
+    assert " gpuprov-node python3 -m torch.distributed.run " in srun
 
 
 def test_without_pyxis_each_node_runs_its_engine_and_removes_the_container(tmp_path: Path) -> None:
@@ -88,7 +89,9 @@ def test_without_pyxis_each_node_runs_its_engine_and_removes_the_container(tmp_p
         "docker run --rm --name gpuprov-slurm-77-0 --sig-proxy=false --init --pull never --network host "
         "--ipc host --ulimit stack=67108864 --user "
         f"{os.getuid()}:{os.getgid()} --env HOME={tmp_path} --env FOO "
-        f"--env TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE --volume {tmp_path}:{tmp_path} "
+        "--env TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE --env GLOO_SOCKET_IFNAME --env PET_LOCAL_ADDR "
+        "--env PET_RDZV_CONF "
+        f"--volume {tmp_path}:{tmp_path} "
         f"--volume {tmp_path}:{tmp_path} --workdir {tmp_path} "
         f"{IMAGE} python3 -m torch.distributed.run --nnodes 1 --nproc-per-node 1 --rdzv-backend c10d "
         "--rdzv-endpoint 10.0.0.1:29500 --rdzv-id 77 --max-restarts 0 --tee 3 train.py"

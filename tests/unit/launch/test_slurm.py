@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -56,6 +57,7 @@ def test_output_lines_go_to_the_node_of_their_srun_label() -> None:
     reader = slurm.OutputReader.__new__(slurm.OutputReader)
     printer = FakePrinter()
     reader.printer, reader.host, reader.nodes = printer, "node1", []  # type: ignore[assignment]
+    reader.job = SimpleNamespace(hosts=[SimpleNamespace(name="node1"), SimpleNamespace(name="node2")])  # type: ignore[assignment]
     for line in [
         "gpuprov-nodes: node1 node2",
         "1: [rank1]:rank 1 up",
@@ -68,3 +70,32 @@ def test_output_lines_go_to_the_node_of_their_srun_label() -> None:
         ("node1", "[rank0]:rank 0 up"),
         ("node1", "srun: error: node2: task 1: Exited with exit code 3"),
     ]
+
+
+def test_a_batch_host_the_record_names_otherwise_is_looked_for_by_its_output() -> None:
+    """Slurm's BatchHost is its node name (node1); an inventory that names the host node1.cluster.test
+    (launch.slurm_nodes) leaves the record without it: the reader looks for the output file instead,
+    at most every FIND_INTERVAL_S while the job runs."""
+    reader = slurm.OutputReader.__new__(slurm.OutputReader)
+    reader.job = SimpleNamespace(hosts=[SimpleNamespace(name="node1.cluster.test")])  # type: ignore[assignment]
+    reader.client, reader.next_find = None, 0.0
+    looked: list[int] = []
+
+    def find() -> bool:
+        looked.append(1)
+        return False
+
+    reader.find = find  # type: ignore[method-assign]
+    reader.attach("node1")
+    reader.attach("node1")
+    assert looked == [1] and reader.client is None
+
+
+def test_lines_of_a_node_the_record_does_not_name_go_with_the_batch_host() -> None:
+    reader = slurm.OutputReader.__new__(slurm.OutputReader)
+    printer = FakePrinter()
+    reader.printer, reader.host, reader.nodes = printer, "gpu01.example", []  # type: ignore[assignment]
+    reader.job = SimpleNamespace(hosts=[SimpleNamespace(name="gpu01.example")])  # type: ignore[assignment]
+    for line in ["gpuprov-nodes: gpu01 gpu02", "1: [rank1]:rank 1 up"]:
+        reader._print(line)
+    assert printer.lines == [("gpu01.example", "gpu02: [rank1]:rank 1 up")]

@@ -45,10 +45,3 @@ def test_written_over_dockers_file_on_debian_and_ubuntu_nodes(
         ]
     else:
         assert calls == []
-
-
-def test_slurm_sandboxes_map_the_hostname_to_the_cluster_address_as_docker_does() -> None:
-    text = etc_hosts.cluster_file("node2", "172.18.0.3")
-    assert text.startswith("127.0.0.1\tlocalhost\n")
-    assert text.endswith("172.18.0.3\tnode2\n")
-    assert "127.0.1.1" not in text

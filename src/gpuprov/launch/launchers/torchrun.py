@@ -21,6 +21,9 @@ HOST_TEMPLATE = "torchrun.sh.j2"
 SBATCH_TEMPLATE = "sbatch.sh.j2"
 # torchrun prefixes each worker's line with this (with --tee); the client maps it to host/rank.
 LOG_LINE_PREFIX_TEMPLATE = "[rank${rank}]:"
+# What the sbatch script sets on each node (templates/slurm-node-routes.sh.j2): gloo's interface, and
+# torchrun's --local-addr and --rdzv-conf is_host, which torchrun reads from PET_LOCAL_ADDR and PET_RDZV_CONF.
+ROUTE_ENV = ("GLOO_SOCKET_IFNAME", "PET_LOCAL_ADDR", "PET_RDZV_CONF")
 
 
 class Torchrun:
@@ -50,7 +53,8 @@ class Torchrun:
         if job.image:  # the ranks inside the image: pyxis, else each node's engine
             from gpuprov.launch.environments import container_slurm
 
-            names = [*job.env, *self.job_env()]
+            # and the route the script found for the node (templates/sbatch.sh.j2, route_wrap)
+            names = list(dict.fromkeys([*job.env, *self.job_env(), *ROUTE_ENV]))
             block = container_slurm.block(job, render.workdir_expr(job), names)
         return render.sbatch_script(job, SBATCH_TEMPLATE, container_block=block)
 
