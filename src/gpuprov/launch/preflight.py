@@ -139,6 +139,7 @@ def run(
     try:
         problems: list[Problem] = []
         if checks[0].answers is not None and checks[0].torch is not None:
+            problems += _ib_hca_problems(checks)
             port, reach_problems = _master_port_and_reach(checks, master_addr, master_port)
             result.master_port = port
             problems += reach_problems
@@ -288,6 +289,12 @@ def _interface_problems(checks: list[HostCheck]) -> list[Problem]:
     from gpuprov.launch import interfaces
 
     return [p for c in checks for p in interfaces.problems(c.host, c.route, len(checks) > 1)]
+
+
+def _ib_hca_problems(checks: list[HostCheck]) -> list[Problem]:
+    from gpuprov.launch import ib_hca
+
+    return ib_hca.problems(checks)
 
 
 def _master_listens(master: HostCheck, given_port: int | None, workers: int) -> tuple[int, list[Problem]]:
