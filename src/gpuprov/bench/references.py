@@ -41,28 +41,21 @@ _FLAGPERF_METHOD = (
     "p_core: throughput without the data I/O time"
 )
 
+
+def _flagperf(precision: str, gpus: int, nodes: int, img_s: float, note: str) -> Reference:
+    return Reference(
+        "resnet50", "A100-SXM4-40GB", precision, "compute only", gpus, nodes, img_s, _FLAGPERF,
+        f"{_FLAGPERF_METHOD}, {note}",
+    )  # fmt: skip
+
+
 REFERENCES = (
-    Reference(
-        "resnet50", "A100-SXM4-40GB", "fp32", "compute only", 1, 1, 799, _FLAGPERF,
-        f"{_FLAGPERF_METHOD}, fp32, batch 256 per GPU",
-    ),
-    Reference(
-        "resnet50", "A100-SXM4-40GB", "fp32", "compute only", 8, 1, 6105, _FLAGPERF,
-        f"{_FLAGPERF_METHOD}, fp32, batch 256 per GPU",
-    ),
-    Reference(
-        "resnet50", "A100-SXM4-40GB", "fp32", "compute only", 16, 2, 11874, _FLAGPERF,
-        f"{_FLAGPERF_METHOD}, fp32, batch 256 per GPU",
-    ),
-    Reference(
-        "resnet50", "A100-SXM4-40GB", "fp16", "compute only", 8, 1, 9567, _FLAGPERF,
-        f"{_FLAGPERF_METHOD}, 'amp', batch 512 per GPU",
-    ),
-    Reference(
-        "resnet50", "A100-SXM4-40GB", "bf16", "compute only", 8, 1, 9818, _FLAGPERF,
-        f"{_FLAGPERF_METHOD}, bf16, batch 512 per GPU",
-    ),
-)  # fmt: skip
+    _flagperf("fp32", 1, 1, 799, "fp32, batch 256 per GPU"),
+    _flagperf("fp32", 8, 1, 6105, "fp32, batch 256 per GPU"),
+    _flagperf("fp32", 16, 2, 11874, "fp32, batch 256 per GPU"),
+    _flagperf("fp16", 8, 1, 9567, "'amp', batch 512 per GPU"),
+    _flagperf("bf16", 8, 1, 9818, "bf16, batch 512 per GPU"),
+)
 
 _VENDOR_PREFIXES = ("NVIDIA ", "TESLA ")
 
