@@ -6,7 +6,8 @@ and the same data method (published numbers vary by 1.5x on method alone). Each 
 pinned URL) and its method in words. Left out, with the reason in docs/bench.md: NVIDIA Deep Learning
 Examples' ResNet-50 rows (real ImageNet JPEGs through the input pipeline: an end-to-end figure, not the
 compute-only one bench's synthetic data gives), the guides' own tables (no source or method), figures
-quoted without a readable source, and any H100 row (none with img/s and its method was found).
+quoted without a readable source, FlagPerf's "amp" row (its README says bf16 serves as its 16-bit format,
+so whether that row ran fp16 is not stated), and any H100 row (none with img/s and its method was found).
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ REFERENCES = (
     _flagperf("fp32", 1, 1, 799, "fp32, batch 256 per GPU"),
     _flagperf("fp32", 8, 1, 6105, "fp32, batch 256 per GPU"),
     _flagperf("fp32", 16, 2, 11874, "fp32, batch 256 per GPU"),
-    _flagperf("fp16", 8, 1, 9567, "'amp', batch 512 per GPU"),
     _flagperf("bf16", 8, 1, 9818, "bf16, batch 512 per GPU"),
 )
 
