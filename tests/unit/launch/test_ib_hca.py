@@ -91,3 +91,27 @@ def test_probe_reads_nccl_files_as_nccl_does(tmp_path: Path) -> None:
         capture_output=True, text=True, env={**os.environ, **env}, timeout=60,
     )  # fmt: skip
     assert json.loads(proc.stdout)["from"] == "the environment"
+
+
+def test_check_answers_rdma_on_its_channel(tmp_path: Path) -> None:
+    """`probe.py check`, as preflight runs it: look's line, then `rdma` read from stdin and answered."""
+    torch = tmp_path / "site" / "torch"
+    torch.mkdir(parents=True)
+    (torch / "version.py").write_text("__version__ = '2.13.0+cpu'\ncuda = None\n")
+    (torch / "_C.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    (torch / "__init__.py").write_text("from torch import version\n__version__ = version.__version__\n")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(tmp_path / "site"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "NCCL_IB_HCA": "=mlx5_0",
+    }
+    proc = subprocess.run(
+        ["bash", "-c", preflight.probe_command(sys.executable, "check")],
+        input="rdma\n", capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    answers = [line for line in proc.stdout.splitlines() if line.startswith(ib_hca.RDMA_ANSWER)]
+    assert len(answers) == 1
+    assert json.loads(answers[0][len(ib_hca.RDMA_ANSWER) :])["value"] == "=mlx5_0"
