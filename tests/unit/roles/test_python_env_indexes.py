@@ -53,6 +53,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "python_env_pytorch": False,
     },
     "pytorch alone": {"python_env_pip_packages": []},
+    "torchvision": {"python_env_pytorch_index_packages": ["torchvision==0.20.1"]},
 }
 BASE = {
     "python_env_pytorch": True,
@@ -67,6 +68,7 @@ BASE = {
     "python_env_pip_find_links": [],
     "python_env_pip_no_index": False,
     "python_env_pip_packages": ["numpy"],
+    "python_env_pytorch_index_packages": [],
     "python_env_uv_index_strategy": "first-index",
     "python_env_path": "/opt/env",
     "python_env_uv_prefix": "/opt/uv",
@@ -150,3 +152,12 @@ def test_offline_sites_and_no_pytorch(rendered: dict[str, Any]) -> None:
     assert [s["packages"] for s in got["steps"]] == [["numpy"]]
     got = rendered["pytorch alone"]
     assert [s["packages"] for s in got["steps"]] == [["torch==2.5.1"]]
+
+
+def test_torchvision_comes_from_pytorchs_index_and_stays(rendered: dict[str, Any]) -> None:
+    got = rendered["torchvision"]
+    assert [s["packages"] for s in got["steps"]] == [
+        ["torch==2.5.1", "torchvision==0.20.1"],
+        ["torch==2.5.1", "torchvision==0.20.1", "numpy"],
+    ]
+    assert [s["args"] for s in got["steps"]] == [got["torch"], got["site"]]
