@@ -82,7 +82,7 @@ def problem_text(host: str, answer: dict[str, object]) -> str | None:
     )
 
 
-def _ask(check: HostCheck) -> str | None:
+def _ask(check: HostCheck, given: str | None) -> str | None:
     assert check.answers is not None
     try:
         line = check.answers.ask("rdma", (RDMA_ANSWER,))
@@ -94,13 +94,18 @@ def _ask(check: HostCheck) -> str | None:
         answer = json.loads(line[len(RDMA_ANSWER) :])
     except ValueError:
         return None
-    return problem_text(check.host.name, answer) if isinstance(answer, dict) else None
+    if not isinstance(answer, dict):
+        return None
+    if given:  # the job's own environment beats the host's files and the SSH session's
+        answer["value"], answer["from"] = given, "launch --env"
+    return problem_text(check.host.name, answer)
 
 
-def problems(checks: list[HostCheck]) -> list[Problem]:
-    """Every host's NCCL_IB_HCA that picks none of its devices (only for a job on more than one host: on
-    one host NCCL's traffic does not go over the network)."""
+def problems(checks: list[HostCheck], given: str | None = None) -> list[Problem]:
+    """Every host's NCCL_IB_HCA (`given`: the job's --env value) that picks none of its devices (only for a
+    job on more than one host: on one host NCCL's traffic does not go over the network)."""
     asked = [c for c in checks if c.answers is not None and c.torch is not None]
     if len(checks) < 2 or not asked:
         return []
-    return [Problem(NOT_READY, text) for text in ssh.values(ssh.fan_out(asked, _ask)) if text]
+    texts = ssh.values(ssh.fan_out(asked, lambda check: _ask(check, given)))
+    return [Problem(NOT_READY, text) for text in texts if text]

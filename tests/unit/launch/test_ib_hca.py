@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuprov import hosts
 from gpuprov.launch import ib_hca, preflight
 from gpuprov.onhost import probe
 
@@ -115,3 +116,34 @@ def test_check_answers_rdma_on_its_channel(tmp_path: Path) -> None:
     answers = [line for line in proc.stdout.splitlines() if line.startswith(ib_hca.RDMA_ANSWER)]
     assert len(answers) == 1
     assert json.loads(answers[0][len(ib_hca.RDMA_ANSWER) :])["value"] == "=mlx5_0"
+
+
+class _Answers:
+    """A host check's channel that answers `rdma` with a recorded line."""
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+        self.asked: list[str] = []
+
+    def ask(self, command: str, answers: tuple[str, ...]) -> str:
+        self.asked.append(command)
+        return self.line
+
+
+def _check(name: str, answer: dict[str, object]) -> preflight.HostCheck:
+    check = preflight.HostCheck(host=hosts.Host(name, "10.0.0.2", 22, "u", None, Path("/k")))
+    check.answers = _Answers(ib_hca.RDMA_ANSWER + json.dumps(answer))  # type: ignore[assignment]
+    check.torch = "2.13.0+cpu"
+    return check
+
+
+def test_every_host_is_asked_and_launch_env_wins() -> None:
+    conf: dict[str, object] = {"value": "=mlx5_0", "from": "/etc/nccl.conf", "devices": {"mlx5_0": [1]}}
+    checks = [_check("node1", conf), _check("node2", {**conf, "devices": {"mlx5_1": [1]}})]
+    found = ib_hca.problems(checks)
+    assert [p.kind for p in found] == [preflight.NOT_READY]
+    assert found[0].text.startswith("node2: NCCL_IB_HCA='=mlx5_0' (from /etc/nccl.conf)")
+    assert all(c.answers.asked == ["rdma"] for c in checks)  # type: ignore[union-attr]
+    found = ib_hca.problems(checks, given="=mlx5_1")
+    assert [p.text.split(":")[0] for p in found] == ["node1"]
+    assert "(from launch --env)" in found[0].text
