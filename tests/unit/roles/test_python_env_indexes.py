@@ -7,35 +7,14 @@ December 2022, pytorch.org/blog/compromised-nightly-dependency)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from gpuprov import resources
+from .plugins import role_task, run_plays
 
-TASKS = resources.data_dir("roles") / "python_env" / "tasks"
 PYTORCH = "https://download.pytorch.org/whl/cu124"
 MIRROR = "https://pypi.example.org/simple"
-
-
-def _task(file: str, name: str) -> dict[str, Any]:
-    tasks = yaml.safe_load((TASKS / file).read_text())
-    found = [t for t in _walk(tasks) if t.get("name") == name]
-    assert len(found) == 1, name
-    return found[0]
-
-
-def _walk(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for task in tasks:
-        out.append(task)
-        out += _walk(task.get("block", []))
-    return out
 
 
 SCENARIOS: dict[str, dict[str, Any]] = {
@@ -55,7 +34,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "pytorch alone": {"python_env_pip_packages": []},
     "torchvision": {"python_env_pytorch_index_packages": ["torchvision==0.20.1"]},
 }
-BASE = {
+BASE: dict[str, Any] = {
     "python_env_pytorch": True,
     "python_env_pytorch_version": "2.5.1",
     "python_env_pytorch_index_base": "https://download.pytorch.org/whl",
@@ -72,7 +51,6 @@ BASE = {
     "python_env_uv_index_strategy": "first-index",
     "python_env_path": "/opt/env",
     "python_env_uv_prefix": "/opt/uv",
-    "ansible_python_interpreter": sys.executable,
 }
 
 
@@ -81,14 +59,16 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
     """The role's index decision and its install steps for each scenario, as Ansible renders them (one
     ansible-playbook run, a play per scenario)."""
     tmp = tmp_path_factory.mktemp("indexes")
-    decide = _task("preflight.yml", "Decide which index each package comes from")
-    install = _task("build.yml", "Install PyTorch from its index, then the other packages from the site's")
+    decide = role_task("python_env", "preflight.yml", "Decide which index each package comes from")
+    install = role_task(
+        "python_env", "build.yml", "Install PyTorch from its index, then the other packages from the site's"
+    )
     steps = {
         "name": "Render the steps",
         "ansible.builtin.set_fact": {"steps": install["loop"]},
         "vars": install["vars"],
     }
-    plays = []
+    plays: list[dict[str, Any]] = []
     for number, settings in enumerate(SCENARIOS.values()):
         write = {
             "name": "Write what was decided",
@@ -99,24 +79,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
                 "mode": "0600",
             },
         }
-        plays.append(
-            {
-                "hosts": "localhost",
-                "gather_facts": False,
-                "connection": "local",
-                "vars": {**BASE, **settings},
-                "tasks": [decide, steps, write],
-            }
-        )
-    (tmp / "play.yml").write_text(yaml.safe_dump(plays))
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(tmp / "play.yml")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0"},
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+        plays.append({"vars": {**BASE, **settings}, "tasks": [decide, steps, write]})
+    run_plays(plays, tmp)
     return {name: json.loads((tmp / f"{n}.json").read_text()) for n, name in enumerate(SCENARIOS)}
 
 
