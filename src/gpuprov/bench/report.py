@@ -103,10 +103,11 @@ def document(runs: list[RunResult], collective_check: dict[str, Any] | None = No
                 "img_s": ref.img_s,
                 "gpu": ref.gpu,
                 "precision": ref.precision,
+                "data": ref.data,
                 "source": ref.source,
                 "method": ref.method,
             }
-            for ref in references.for_run(first["model"], gpu, first["precision"])
+            for ref in references.for_run(first["model"], gpu, first["precision"], first["data"])
         ],
     }
 
@@ -131,7 +132,15 @@ def table_rows(doc: dict[str, Any]) -> list[list[str]]:
     for ref in doc["references"]:
         where = f"{ref['gpus']} {ref['gpu']} GPU{'s' if ref['gpus'] > 1 else ''}, {ref['nodes']} node(s)"
         rows.append(
-            [where, str(ref["gpus"]), _num(ref["img_s"], 0), "", "", "", f"{ref['source']}: {ref['method']}"]
+            [
+                where,
+                str(ref["gpus"]),
+                _num(ref["img_s"], 0),
+                "",
+                "",
+                "",
+                f"{ref['source']}: {ref['method']} ({ref['precision']}, {ref['data']})",
+            ]
         )
     return rows
 

@@ -132,7 +132,9 @@ def plan(opts: LaunchOptions) -> Plan:
         environment.pushed_id = image_delivery.push_missing(selected, environment.image).image_id
     console.step(f"Preflight on {len(selected)} host(s): {', '.join(h.name for h in selected)}")
     try:
-        checks = preflight.run(selected, master_addr, opts.master_port, opts.nproc, environment, launcher)
+        checks = preflight.run(
+            selected, master_addr, opts.master_port, opts.nproc, environment, launcher, opts.env
+        )
     except preflight.PreflightFailed as exc:
         if len(exc.problems) > 1:
             _problem_table(exc.problems, [h.name for h in selected])

@@ -120,11 +120,13 @@ def run(
     nproc: Nproc,
     environment: Environment | None = None,
     launcher: Launcher | None = None,
+    user_env: dict[str, str] | None = None,
 ) -> Preflight:
     """All checks; returns open SSH connections, or raises PreflightFailed with every problem.
 
     environment: what the ranks run in (default: the default environment, host-python); launcher: how they
-    are started (default: torchrun), whose questions go first into each host's one command."""
+    are started (default: torchrun), whose questions go first into each host's one command; user_env: the
+    job's --env variables (an NCCL_IB_HCA there is what NCCL will read)."""
     if environment is None:
         from gpuprov.launch import environments
 
@@ -139,6 +141,7 @@ def run(
     try:
         problems: list[Problem] = []
         if checks[0].answers is not None and checks[0].torch is not None:
+            problems += _ib_hca_problems(checks, (user_env or {}).get("NCCL_IB_HCA"))
             port, reach_problems = _master_port_and_reach(checks, master_addr, master_port)
             result.master_port = port
             problems += reach_problems
@@ -288,6 +291,12 @@ def _interface_problems(checks: list[HostCheck]) -> list[Problem]:
     from gpuprov.launch import interfaces
 
     return [p for c in checks for p in interfaces.problems(c.host, c.route, len(checks) > 1)]
+
+
+def _ib_hca_problems(checks: list[HostCheck], given: str | None) -> list[Problem]:
+    from gpuprov.launch import ib_hca
+
+    return ib_hca.problems(checks, given)
 
 
 def _master_listens(master: HostCheck, given_port: int | None, workers: int) -> tuple[int, list[Problem]]:

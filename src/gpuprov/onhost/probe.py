@@ -14,6 +14,8 @@ Each command prints its answer on stdout:
     probe.py connect ADDRESS PORT TOKEN TIMEOUT    `ok`, or `error WHY`
     probe.py route ADDRESS                         `route JSON`: the local address and interface that carry
                                                    traffic to ADDRESS, what the hostname resolves to
+    probe.py rdma                                  `rdma JSON`: NCCL_IB_HCA as NCCL would read it, and the
+                                                   host's RDMA devices and their ports
 
 `look` takes milliseconds, so a missing env or torch is reported at once; `import` (seconds) has the last
 word and runs meanwhile, unless this env imported torch before and has not changed since (env_state).
@@ -26,6 +28,7 @@ import importlib.util
 import ipaddress
 import json
 import os
+import pwd
 import socket
 import struct
 import sys
@@ -233,6 +236,50 @@ def route(address: str) -> Dict[str, object]:
     return info
 
 
+IB_CLASS = "/sys/class/infiniband"  # one directory per RDMA device, its ports under ports/
+NCCL_CONF = "/etc/nccl.conf"
+
+
+def nccl_setting(name: str) -> Dict[str, object]:
+    """An NCCL variable's value and where NCCL would take it from: the environment, else the file
+    NCCL_CONF_FILE names (else ~/.nccl.conf), else /etc/nccl.conf. NCCL's initEnv reads those files in that
+    order with setenv(name, value, 0), so the first value found wins, in a file too (nccl src/misc/param.cc);
+    a line is NAME=VALUE, '#' first comments it out."""
+    if os.environ.get(name):
+        return {"value": os.environ[name], "from": "the environment"}
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    files = [os.environ.get("NCCL_CONF_FILE") or os.path.join(home, ".nccl.conf"), NCCL_CONF]
+    for path in files:
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, eq, value = line.partition("=")
+            if eq and not line.startswith("#") and key == name:
+                return {"value": value, "from": path}
+    return {"value": None, "from": None}
+
+
+def rdma() -> Dict[str, object]:
+    """NCCL_IB_HCA as NCCL would read it and the host's RDMA devices with their port numbers."""
+    devices: Dict[str, List[int]] = {}
+    try:
+        names = sorted(os.listdir(IB_CLASS))
+    except OSError:
+        names = []
+    for device in names:
+        try:
+            ports = os.listdir(os.path.join(IB_CLASS, device, "ports"))
+        except OSError:
+            ports = []
+        devices[device] = sorted(int(p) for p in ports if p.isdigit())
+    info = nccl_setting("NCCL_IB_HCA")
+    info["devices"] = devices
+    return info
+
+
 _output = threading.Lock()
 
 
@@ -245,8 +292,8 @@ def _say(line: str) -> None:
 
 def check() -> None:
     """look's line at once; then, while a needed `import torch` runs in a thread (its line `import JSON`
-    when done), the `listen ...`, `connect ...` or `route ...` commands read from stdin (listen ends with
-    `listened`), until end of input. An env without a usable torch ends after look's line."""
+    when done), the `listen ...`, `connect ...`, `route ...` or `rdma` commands read from stdin (listen
+    ends with `listened`), until end of input. An env without a usable torch ends after look's line."""
     found = look()
     _say(json.dumps(found))
     if "error" in found:
@@ -264,6 +311,8 @@ def check() -> None:
             connect(words[1], int(words[2]), words[3], float(words[4]))
         elif words[:1] == ["route"] and len(words) == 2:
             _say("route " + json.dumps(route(words[1])))
+        elif words == ["rdma"]:
+            _say("rdma " + json.dumps(rdma()))
     if importing is not None:
         importing.join()
 
@@ -282,6 +331,8 @@ def main(argv: List[str]) -> int:
         connect(args[0], int(args[1]), args[2], float(args[3]))
     elif command == "route" and len(args) == 1:
         print(json.dumps(route(args[0])), flush=True)
+    elif command == "rdma" and not args:
+        print(json.dumps(rdma()), flush=True)
     else:
         sys.stderr.write(__doc__ or "")
         return 2

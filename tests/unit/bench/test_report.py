@@ -40,7 +40,7 @@ def _result(world: int, rates: list[float], hosts: list[dict[str, Any]], gpu: bo
 
 def _gpu_host(name: str, count: int) -> dict[str, Any]:
     return {
-        "host": name, "torch": "2.5.1", "gpu": "NVIDIA A100-SXM4-80GB", "gpu_count": count, "cuda": "12.4",
+        "host": name, "torch": "2.5.1", "gpu": "NVIDIA A100-SXM4-40GB", "gpu_count": count, "cuda": "12.4",
         "nccl": "2.21.5", "driver": "550.54.15", "interfaces": {"NCCL_SOCKET_IFNAME": "ib0"},
         "processes": count,
     }  # fmt: skip
@@ -61,15 +61,14 @@ GPU_RUNS = [
 
 def test_document_holds_the_arithmetic_and_the_environment() -> None:
     doc = report.document(GPU_RUNS)
-    assert doc["label"] is None and doc["gpu"] == "NVIDIA A100-SXM4-80GB"
+    assert doc["label"] is None and doc["gpu"] == "NVIDIA A100-SXM4-40GB"
     assert [r["speedup"] for r in doc["runs"]] == pytest.approx([1.0, 3.8, 7.22])
     assert [r["efficiency"] for r in doc["runs"]] == pytest.approx([1.0, 0.95, 0.9025])
     assert doc["cross_node_factor"] == pytest.approx(14440 / 7600)
     assert doc["runs"][1]["spread"] == pytest.approx(200 / 7600)
-    # bf16 on an A100: NVIDIA's mixed-precision rows, not the TF32/fp32 ones
-    assert [(r["gpus"], r["img_s"], r["precision"]) for r in doc["references"]] == [
-        (1, 2470, "mixed"),
-        (8, 16621, "mixed"),
+    # bf16, synthetic data on an A100-SXM4-40GB: FlagPerf's bf16 compute-only row, not its fp32 ones
+    assert [(r["gpus"], r["img_s"], r["precision"], r["data"]) for r in doc["references"]] == [
+        (8, 9818, "bf16", "compute only"),
     ]
     json.dumps(doc, allow_nan=False)  # writable as strict JSON
 
@@ -78,25 +77,37 @@ def test_table_puts_references_beside_the_measured_rows() -> None:
     rows = report.table_rows(report.document(GPU_RUNS))
     assert rows[0][:3] == ["1 GPU", "1", "2000.0"] and rows[0][4:6] == ["1.00x", "100%"]
     assert rows[2][4:6] == ["7.22x", "90%"]
-    dle = [r for r in rows if r[0] == "1 A100 GPU, 1 node(s)" and r[2] == "2470"]
-    assert dle and "NVIDIA Deep Learning Examples" in dle[0][6] and "batch 256" in dle[0][6]
+    flagperf = [r for r in rows if r[0] == "8 A100-SXM4-40GB GPUs, 1 node(s)" and r[2] == "9818"]
+    assert flagperf and "FlagPerf" in flagperf[0][6] and "batch 512" in flagperf[0][6]
+    assert flagperf[0][6].endswith("(bf16, compute only)")
 
 
-def test_references_match_gpu_type_and_precision_class() -> None:
-    fp32 = references.for_run("resnet50", "NVIDIA A100-PCIE-40GB", "fp32")
-    assert [(r.gpus, r.nodes, r.img_s) for r in fp32] == [
-        (1, 1, 938), (8, 1, 7248), (1, 1, 799), (8, 1, 6105), (16, 2, 11874)
-    ]  # fmt: skip
-    assert [r.img_s for r in references.for_run("resnet50", "Tesla V100-SXM2-16GB", "fp16")] == [1200, 8322]
-    assert references.for_run("resnet50", "NVIDIA H100 80GB HBM3", "bf16") == []  # none read in a source
-    assert references.for_run("resnet50", None, "bf16") == []
-    assert references.for_run("vit_b_16", "NVIDIA A100-PCIE-40GB", "bf16") == []
+def test_references_match_the_exact_gpu_model_precision_and_data_method() -> None:
+    fp32 = references.for_run("resnet50", "NVIDIA A100-SXM4-40GB", "fp32", "synthetic")
+    assert [(r.gpus, r.nodes, r.img_s) for r in fp32] == [(1, 1, 799), (8, 1, 6105), (16, 2, 11874)]
+    # FlagPerf's "amp" row is left out: its README does not say it ran fp16 (bf16 is its 16-bit format)
+    assert references.for_run("resnet50", "NVIDIA A100-SXM4-40GB", "fp16", "synthetic") == []
+    # another A100 model (PCIe: 250 W; the 80GB SXM4), another data method, another GPU: nothing
+    assert references.for_run("resnet50", "NVIDIA A100-PCIE-40GB", "fp32", "synthetic") == []
+    assert references.for_run("resnet50", "NVIDIA A100-SXM4-80GB", "fp32", "synthetic") == []
+    assert references.for_run("resnet50", "NVIDIA A100-SXM4-40GB", "fp32", "loader") == []
+    assert references.for_run("resnet50", "NVIDIA H100 80GB HBM3", "bf16", "synthetic") == []  # none read
+    assert references.for_run("resnet50", None, "bf16", "synthetic") == []
+    assert references.for_run("vit_b_16", "NVIDIA A100-SXM4-40GB", "bf16", "synthetic") == []
+
+
+def test_gpu_model_is_the_name_less_its_vendor_prefix() -> None:
+    assert references.gpu_model("NVIDIA A100-SXM4-40GB") == "A100-SXM4-40GB"
+    assert references.gpu_model("Tesla V100-SXM2-16GB") == "V100-SXM2-16GB"
+    assert references.gpu_model("NVIDIA_A100-SXM4-40GB") == "A100-SXM4-40GB"  # FlagPerf's spelling
+    assert references.gpu_model("NVIDIA H100 80GB HBM3") == "H100 80GB HBM3"
 
 
 def test_every_reference_names_a_pinned_source_and_its_method() -> None:
     for ref in references.REFERENCES:
         assert "https://github.com/" in ref.source and "/blob/" in ref.source, ref
-        assert ref.precision in references.PRECISION_CLASS.values() and "batch" in ref.method, ref
+        assert ref.precision in ("bf16", "fp16", "fp32") and "batch" in ref.method, ref
+        assert ref.data in references.DATA_METHOD.values(), ref
 
 
 def test_chart_bars_scale_with_throughput_and_dots_show_perfect_scaling() -> None:
