@@ -16,6 +16,7 @@ from tests.integration.conftest import BootstrapRun, Sandbox, run_ansible
 from tests.integration.launch.conftest import two_node_inventory
 
 PLAYBOOK = Path(__file__).resolve().parents[1] / "playbooks" / "slurm.yml"
+SLURM_NODES = ("node1", "node2")  # the two nodes of the Slurm cluster the tests share
 SLURM_LINES = "[slurm_controller]\nnode1\n\n[all:vars]\nslurm_container_safe=true\nslurm_allow_no_gpu=true\n"
 
 
