@@ -35,7 +35,7 @@ OPENMPI_PACKAGES: tuple[str, ...] = ("openmpi-bin", "openmpi-common", "libopenmp
 # and what enroot's release packages depend on (enroot 4.1.2's pkg/deb/control: enroot needs bash, curl,
 # gawk | mawk, jq, parallel, passwd, squashfs-tools, zstd, bsdmainutils; enroot+caps needs libcap2-bin).
 ENROOT_PYXIS_PACKAGES: tuple[str, ...] = (
-    "gcc", "make", "libslurm-dev",
+    "gcc", "libc6-dev", "make", "libslurm-dev",
     "curl", "gawk", "jq", "parallel", "squashfs-tools", "zstd", "bsdmainutils", "libcap2-bin",
 )  # fmt: skip
 
