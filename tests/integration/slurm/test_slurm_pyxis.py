@@ -17,7 +17,11 @@ from tests.integration.slurm import nvidia_builds
 from tests.integration.slurm.conftest import SLURM_NODES, node_container, run_slurm_play
 from tests.integration.slurm.test_slurm_role import changed_counts, on
 
-pytestmark = pytest.mark.integration
+# Decided at collection, so a machine without NVIDIA's sources starts no Slurm cluster for these tests.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(nvidia_builds.unavailable() is not None, reason=str(nvidia_builds.unavailable())),
+]
 
 NODE_DIR = "/srv/gpuprov-nvidia"  # where the built files lie on each node (file:// URLs)
 PLUGIN = "/usr/local/lib/slurm/spank_pyxis.so"
@@ -26,9 +30,6 @@ PLUGIN = "/usr/local/lib/slurm/spank_pyxis.so"
 @pytest.fixture(scope="module")
 def pyxis_vars(slurm_cluster: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The role's settings (a JSON extra-vars file) with the built files copied onto both nodes."""
-    reason = nvidia_builds.unavailable()
-    if reason:
-        pytest.skip(reason)
     release = nvidia_builds.build(tmp_path_factory.mktemp("nvidia-builds"))
     for node in SLURM_NODES:
         container = node_container(slurm_cluster, node)
