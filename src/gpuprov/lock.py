@@ -40,6 +40,9 @@ FIELDS: dict[str, tuple[str, str]] = {
 OPTIONAL_FIELDS: dict[str, tuple[str, str]] = {
     # NVIDIA Container Toolkit, for the container_runtime role (container_runtime_enabled).
     "container_toolkit_version": (r"\d+\.\d+\.\d+", 'a toolkit release such as "1.18.0"'),
+    # enroot and pyxis, for srun --container-image (roles/slurm_pyxis, slurm_pyxis_enabled).
+    "enroot_version": (r"\d+\.\d+\.\d+", 'an enroot release such as "4.1.2"'),
+    "pyxis_version": (r"\d+\.\d+\.\d+", 'a pyxis release such as "0.24.0"'),
     # Horovod, built by python_env (docs/horovod.md).
     "horovod_version": (r"\d+\.\d+\.\d+", 'a Horovod release such as "0.28.1"'),
     # The Open MPI release series the mpi role installs from each OS's own packages (roles/mpi/vars/).

@@ -31,6 +31,14 @@ from gpuprov.errors import EnvironmentProblem
 # the closure what running it needs (libopenmpi3's libpmix2, libhwloc15, libevent, libfabric1, libucx0 ...).
 OPENMPI_PACKAGES: tuple[str, ...] = ("openmpi-bin", "openmpi-common", "libopenmpi3")
 
+# The slurm_pyxis role's packages on Debian 12: what building pyxis needs (roles/slurm_pyxis/vars/Debian.yml),
+# and what enroot's release packages depend on (enroot 4.1.2's pkg/deb/control: enroot needs bash, curl,
+# gawk | mawk, jq, parallel, passwd, squashfs-tools, zstd, bsdmainutils; enroot+caps needs libcap2-bin).
+ENROOT_PYXIS_PACKAGES: tuple[str, ...] = (
+    "gcc", "libc6-dev", "make", "libslurm-dev",
+    "curl", "gawk", "jq", "parallel", "squashfs-tools", "zstd", "bsdmainutils", "libcap2-bin",
+)  # fmt: skip
+
 # The packages the slurm role installs on Debian 12 (roles/slurm/vars/Debian.yml); the repository holds
 # them and their whole dependency closure, so it does not depend on what a node image happens to contain.
 PACKAGES: tuple[str, ...] = (
@@ -42,6 +50,7 @@ PACKAGES: tuple[str, ...] = (
     *OPENMPI_PACKAGES,
     # The rocky-like nodes' stand-in environment-modules rpm carries Debian's (gpuprov.sandbox.rocky_openmpi).
     "environment-modules",
+    *ENROOT_PYXIS_PACKAGES,
 )  # fmt: skip
 REPO_DIR = "debian"
 PURPOSE = "copying Debian packages for the sandbox"
