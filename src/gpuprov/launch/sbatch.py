@@ -55,13 +55,14 @@ def job(
     file_name: str,
     workdir_relative: bool = False,
     gpus_per_node: int = 0,
+    python: str = "",
 ) -> render.SbatchJob:
     """What the sbatch template is given for this launch (--emit-sbatch and --scheduler slurm alike)."""
     return render.SbatchJob(
         job_name=render.job_name(f"gpuprov-{opts.script.stem}"),
         nnodes=nnodes,
         nproc=str(opts.nproc),
-        python=environments.chosen(opts.image).default_python,
+        python=python or environments.chosen(opts.image).default_python,
         workdir=workdir,
         script=script,
         script_args=opts.script_args,

@@ -22,6 +22,7 @@ from pathlib import Path
 from gpuprov import console, host_options, hosts, interrupts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.launch import environments, jobs, launchers, push, sbatch, slurm_gpus, slurm_nodes, stream
+from gpuprov.launch.environments.container_image import ContainerImage
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
 
 CONTROLLER_GROUP = "slurm_controller"
@@ -89,16 +90,22 @@ def _python() -> str:
     return environments.by_name(environments.DEFAULT).default_python
 
 
+def _image_python(opts: LaunchOptions, controller: hosts.Host) -> str:
+    """With --image, the inventory's gpuprov_image_python (as SSH launching uses it), else the default."""
+    return ContainerImage(opts.image).image_of(controller) if opts.image else ""
+
+
 # ----- submitting ----------------------------------------------------------------------------------------
 
 
 def sbatch_text(
-    opts: LaunchOptions, nnodes: int, argv: list[str], script: str, gpus_per_node: int = 0
+    opts: LaunchOptions, nnodes: int, argv: list[str], script: str, gpus_per_node: int = 0, python: str = ""
 ) -> str:
     """The sbatch script for this job; srun runs torchrun on `script` in work/ beside it."""
     job = sbatch.job(
-        opts, argv, nnodes, "work", script, SBATCH_FILE, workdir_relative=True, gpus_per_node=gpus_per_node
-    )
+        opts, argv, nnodes, "work", script, SBATCH_FILE, workdir_relative=True, gpus_per_node=gpus_per_node,
+        python=python,
+    )  # fmt: skip
     return launchers.by_name(opts.launcher).sbatch_script(job)
 
 
@@ -125,7 +132,7 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
         gpus = slurm_gpus.per_node(ctl, part.name, controller_host.name)  # before anything is recorded
         payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
         job = _record(opts, targets, part, payload)
-        text = sbatch_text(opts, nnodes, argv, payload.script_rel, gpus)
+        text = sbatch_text(opts, nnodes, argv, payload.script_rel, gpus, _image_python(opts, controller_host))
         console.step(f"Pushing {len(payload.files)} file(s) to ~/{job.remote_dir} on {len(targets)} host(s)")
         names = {node: host.name for node, host in node_hosts.items() if node != host.name}
         slurm_id = _push_and_submit(targets, ctl, job, payload, text, nnodes, names)

@@ -70,3 +70,28 @@ def test_one_rank_per_requested_gpu_without_slurm_gpus_on_node(tmp_path: Path) -
     """SLURM_GPUS_ON_NODE is set from Slurm 21.08 on; with a request the script names the count itself."""
     assert "--nproc-per-node 8 " in Torchrun().sbatch_script(_job(tmp_path, 8))
     assert '--nproc-per-node "${SLURM_GPUS_ON_NODE:-1}" ' in Torchrun().sbatch_script(_job(tmp_path, 0))
+
+
+@pytest.mark.parametrize("launcher", [Torchrun(), Mpirun()], ids=["torchrun", "mpirun"])
+def test_the_job_s_python_is_chosen_after_its_env(tmp_path: Path, launcher: Torchrun | Mpirun) -> None:
+    """`--env GPUPROV_PYTHON=...` overrides the script's Python (under pyxis a bare python3 ran the node's,
+    not the image's: docs/containers.md), so the choice comes after the job's exports."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    opts = options.build(
+        script=str(script),
+        nodes=2,
+        nproc="2",
+        emit_sbatch=str(tmp_path / "s.sh"),
+        env=("GPUPROV_PYTHON=/opt/venv/bin/python3",),
+    )
+    job = sbatch.job(opts, [], 2, str(tmp_path), "train.py", "s.sh", python="/opt/venv/bin/python3")
+    text = launcher.sbatch_script(job)
+    assert text.index("export GPUPROV_PYTHON=") < text.index(
+        "PYTHON=${GPUPROV_PYTHON:-/opt/venv/bin/python3}"
+    )
+    probe = text[: text.index("nodes=$(scontrol")] + 'echo "$PYTHON"\n'
+    shown = subprocess.run(
+        ["bash", "-c", probe], text=True, capture_output=True, env={"PATH": "/usr/bin:/bin"}
+    )
+    assert shown.stdout.splitlines()[-1] == "/opt/venv/bin/python3", shown.stderr

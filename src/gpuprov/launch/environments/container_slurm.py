@@ -68,7 +68,8 @@ def gpu_selection() -> list[str]:
         '    else for i in ${gpus//,/ }; do gpu_args+=(--device "nvidia.com/gpu=$i"); done; fi',
         "  else",
         '    echo "gpuprov: Slurm allocated no GPUs to this step on $(hostname); its container gets all the'
-        " node's GPUs (request them: #SBATCH --gpus-per-node=N, or run with --exclusive)\" >&2",
+        " node's GPUs (request them: #SBATCH --gres=gpu:N; an exclusive job's steps get only the GPUs it"
+        ' requested: srun(1))" >&2',
         "  fi",
         "fi",
     ]
