@@ -134,26 +134,30 @@ def infiniband(view: HostView) -> list[Result]:
     others = sorted({p.ca for p in ports if ib_hca and not busbw_threshold.selected(p.ca, hcas)})
     ports = [p for p in ports if p.ca not in others]
     wanted_rate = view.vars.get("gpuprov_check_ib_rate_gbps")
+    # Without NCCL_IB_HCA, NCCL uses the ports that are up: an uncabled storage or spare port beside active
+    # ones is a warning (name NCCL's CAs to make theirs fail), a host with none up fails.
+    down_warns = not ib_hca and any(p.state == "Active" and p.physical_state == "LinkUp" for p in ports)
     results = []
     if others:
         shown = f"{', '.join(others)}: not NCCL's (network_tuning_nccl_ib_hca={ib_hca}), not judged"
         results.append(view.result("infiniband", Status.NOT_APPLICABLE, detail=shown))
     for port in ports:
         where = f"{port.ca} port {port.port}"
-        problems = []
-        if port.state != "Active" or port.physical_state != "LinkUp":
-            problems.append(f"{port.state} / {port.physical_state}")
-        if wanted_rate and port.rate is not None and port.rate < float(str(wanted_rate)):
-            problems.append(f"rate {port.rate} < {wanted_rate}")
+        down = port.state != "Active" or port.physical_state != "LinkUp"
+        slow = bool(wanted_rate) and port.rate is not None and port.rate < float(str(wanted_rate))
+        problems = [f"{port.state} / {port.physical_state}"] if down else []
+        problems += [f"rate {port.rate} < {wanted_rate}"] if slow else []
         results.append(
             view.verdict(
                 "infiniband",
                 not problems,
+                otherwise=Status.WARN if down_warns and not slow else Status.FAIL,
                 measured=f"{where}: {port.state} / {port.physical_state} rate {port.rate}",
                 expected="Active / LinkUp" + (f", rate >= {wanted_rate}" if wanted_rate else ""),
                 unit="Gb/s",
                 source="inventory (gpuprov_check_ib_rate_gbps)" if wanted_rate else "ibstat",
-                action="check the cable, the switch port and the subnet manager",
+                action="check the cable, the switch port and the subnet manager"
+                + ("; or name NCCL's CAs in network_tuning_nccl_ib_hca" if down_warns else ""),
             )
         )
     return results or [view.result("infiniband", Status.COULD_NOT_RUN, detail="ibstat listed no port")]

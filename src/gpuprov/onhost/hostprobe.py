@@ -220,10 +220,13 @@ def _kernel_log() -> Dict[str, object]:
     journal = ["journalctl", "-k", "-b", "--no-pager", "-q", "-o", "short-monotonic"]
     for argv in (["dmesg"], ["sudo", "-n", "dmesg"], journal):
         res = _run(argv)
-        if res["rc"] == 0:
+        # journalctl exits 0 with nothing for a user outside adm/systemd-journal (it shows only the user's
+        # own journal, and -q hides its hint), while a kernel log since boot always has lines.
+        unreadable = argv is journal and not str(res.get("stdout") or "").strip()
+        if res["rc"] == 0 and not unreadable:
             lines = [line for line in str(res["stdout"]).splitlines() if "NVRM" in line]
             return {"rc": 0, "tool": " ".join(argv), "stdout": "\n".join(lines[-500:])}
-    return {"rc": None, "tool": None, "stdout": "", "error": "dmesg, sudo -n dmesg and journalctl -k failed"}
+    return {"rc": None, "tool": None, "stdout": "", "error": "dmesg, sudo -n dmesg and journalctl -k failed (or showed no kernel line)"}
 
 
 def _matmul_under_load(python: str, smi: str, code: str) -> Dict[str, object]:

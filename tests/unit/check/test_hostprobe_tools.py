@@ -64,6 +64,18 @@ def test_a_kernel_log_not_in_utf8_is_read_with_replacement(tmp_path: Path, line:
     assert result.status is not Status.COULD_NOT_RUN and "31" in result.measured, result
 
 
+def test_a_journal_without_kernel_lines_is_not_read_as_a_quiet_kernel(tmp_path: Path) -> None:
+    """A user outside adm/systemd-journal gets exit 0 and nothing from `journalctl -k -q` (systemd shows
+    only the user's own journal): check must say it could not read the log, not pass "none since boot"."""
+    tool(tmp_path, "dmesg", "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2; exit 1\n")
+    tool(tmp_path, "sudo", "echo 'sudo: a password is required' >&2; exit 1\n")
+    tool(tmp_path, "journalctl", "exit 0\n")
+    data = collect(tmp_path)
+    assert data["kernel_log"]["rc"] is None, data["kernel_log"]
+    view = HostView("node1", {"gpuprov_gpu_count": 1}, data)
+    assert gpu_checks.xid_events(view)[0].status is Status.COULD_NOT_RUN
+
+
 @pytest.mark.parametrize("where", ["stdout", "stderr"])
 def test_any_tool_output_not_in_utf8_is_read_with_replacement(tmp_path: Path, where: str) -> None:
     redirect = "" if where == "stdout" else " >&2"
