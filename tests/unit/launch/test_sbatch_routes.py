@@ -21,7 +21,7 @@ ADDRESSES = {"node1": "172.17.0.1", "node2": "172.17.0.2"}
 # host name).
 FAKE_SRUN = r"""#!/bin/bash
 if [ "$1" = --mpi=list ]; then echo "MPI plugin types are... none pmi2 pmix"; exit 0; fi
-while [ "${1#--}" != "$1" ]; do shift; done
+while [ "${1#--}" != "$1" ]; do echo "srun-option $1" >> "$FAKE_LOG"; shift; done
 echo "srun $1 $2" >> "$FAKE_LOG"
 id=0
 for node in $FAKE_NODES; do
@@ -89,7 +89,7 @@ def run_script(
     run_env = {"PATH": f"{bin_dir}:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(tmp_path),
                "FAKE_LOG": str(log), "FAKE_NODES": " ".join(nodes), "SLURM_JOB_ID": "9",
                "SLURM_JOB_NODELIST": ",".join(nodes),
-               "SLURM_NNODES": str(len(nodes)), "GPUPROV_PYTHON": str(bin_dir / "python"),
+               "SLURM_NNODES": str(len(nodes)), "SLURM_JOB_NUM_NODES": str(len(nodes)), "GPUPROV_PYTHON": str(bin_dir / "python"),
                **{f"FAKE_ROUTE_{node}": str(RECORDED / name) for node, name in routes.items()},
                **(submit_env or {})}  # fmt: skip
     done = subprocess.run(["bash", "-c", text], env=run_env, cwd=tmp_path, capture_output=True, text=True)
@@ -119,6 +119,23 @@ def test_each_node_gets_the_interface_and_address_of_its_own_route(tmp_path: Pat
     # others toward the first.
     assert "ip node1 -o route get 172.17.0.2" in log and "ip node2 -o route get 172.17.0.1" in log
     assert "gpuprov-routes: node1=eth0=192.0.2.2 node2=eth0=172.17.0.2" in done.stdout
+    # one route task per node, whatever SLURM_NTASKS the job has (mpirun's asks for one per GPU)
+    assert "srun-option --ntasks=2" in log and "srun-option --ntasks-per-node=1" in log
+
+
+def test_the_jobs_own_rendezvous_settings_keep_is_host(tmp_path: Path) -> None:
+    """A job's PET_RDZV_CONF (say a timeout) gets is_host added: replacing it would bring back the 60 s
+    client timeout on stock /etc/hosts; a job that sets is_host itself keeps its value."""
+    routes = {"node1": "same-subnet-debian12.txt", "node2": "same-subnet-debian12.txt"}
+    done, _ = run_script(tmp_path, ("node1", "node2"), routes, env=("PET_RDZV_CONF=join_timeout=900",))
+    assert done.returncode == 0, done.stderr
+    assert [v.split("rdzv=")[1] for v in rank_env(done.stdout).values()] == [
+        "join_timeout=900,is_host=1",
+        "join_timeout=900,is_host=0",
+    ]
+    (tmp_path / "own").mkdir()
+    done, _ = run_script(tmp_path / "own", ("node1", "node2"), routes, env=("PET_RDZV_CONF=is_host=0",))
+    assert [v.split("rdzv=")[1] for v in rank_env(done.stdout).values()] == ["is_host=0", "is_host=0"]
 
 
 def test_the_jobs_own_gloo_interface_wins(tmp_path: Path) -> None:
@@ -154,7 +171,7 @@ def test_a_node_without_a_route_says_so_and_keeps_the_default(
 def test_one_node_asks_no_route_and_hosts_the_rendezvous(tmp_path: Path) -> None:
     done, log = run_script(tmp_path, ("node1",), {"node1": "same-subnet-debian12.txt"})
     assert done.returncode == 0, done.stderr
-    assert [line for line in log if line.startswith("srun")] == ["srun bash -c"]  # the job step only
+    assert [line for line in log if line.startswith("srun ")] == ["srun bash -c"]  # the job step only
     assert "gpuprov-routes" not in done.stdout
     assert not any(line.startswith("ip ") for line in log)
     assert rank_env(done.stdout) == {"node1": "gloo=unset local=unset rdzv=is_host=1"}
