@@ -126,8 +126,12 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
                 f"--nodes {nnodes}: Slurm's partition {part.name} has {len(part.nodes)} node(s) "
                 f"({', '.join(part.names)}); ask for at most {len(part.nodes)}"
             )
-        node_hosts = {n.name: slurm_nodes.inventory_host(inventory, n, part.name) for n in part.nodes}
         slurm_nodes.check_available(part, nnodes, controller_host.name)
+        # Only the nodes that can take the job get its files, and Slurm is told to leave out the others
+        # (an SSH push to a down or powered-off node would fail the whole launch).
+        usable = [n for n in part.nodes if not n.unavailable]
+        excluded = [n.name for n in part.nodes if n.unavailable]
+        node_hosts = {n.name: slurm_nodes.inventory_host(inventory, n, part.name) for n in usable}
         targets = [controller_host] + [h for h in node_hosts.values() if h.name != controller_host.name]
         gpus = slurm_gpus.per_node(ctl, part.name, controller_host.name)  # before anything is recorded
         payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
@@ -135,7 +139,7 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
         text = sbatch_text(opts, nnodes, argv, payload.script_rel, gpus, _image_python(opts, controller_host))
         console.step(f"Pushing {len(payload.files)} file(s) to ~/{job.remote_dir} on {len(targets)} host(s)")
         names = {node: host.name for node, host in node_hosts.items() if node != host.name}
-        slurm_id = _push_and_submit(targets, ctl, job, payload, text, nnodes, names)
+        slurm_id = _push_and_submit(targets, ctl, job, payload, text, nnodes, names, excluded)
         job.slurm_job_id = slurm_id
         job.mark(jobs.RUNNING)  # saves the record with Slurm's id
         console.success(f"Job {job.id} submitted to Slurm as job {slurm_id} on {controller_host.name}")
@@ -180,8 +184,10 @@ def _push_and_submit(
     text: str,
     nnodes: int,
     names: dict[str, str],
+    excluded: list[str],
 ) -> str:
-    """Push the job's files to every host, then sbatch on the controller; Slurm's job id.
+    """Push the job's files to every host, then sbatch on the controller (leaving out the excluded nodes,
+    which got no files); Slurm's job id.
 
     names: the inventory name of each Slurm node named otherwise, for the script's node line (sbatch
     passes the submitting shell's environment to the job: sbatch(1) --export, ALL by default).
@@ -190,10 +196,11 @@ def _push_and_submit(
     renamed = " ".join(f"{node}={name}" for node, name in names.items())
     try:
         _push_all(targets, ctl, controller, job, payload, text)
+        exclude = f"--exclude={shlex.quote(','.join(excluded))} " if excluded else ""
         submitted = ssh.run(
             ctl,
             f"cd {shlex.quote(job.remote_dir)} && GPUPROV_NODE_NAMES={shlex.quote(renamed)} "
-            f"sbatch --parsable --nodes={nnodes} "
+            f"sbatch --parsable --nodes={nnodes} {exclude}"
             f"--job-name=gpuprov-{job.id} --output={OUTPUT_FILE} {SBATCH_FILE}",
         )
     except BaseException:

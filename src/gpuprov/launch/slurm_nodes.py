@@ -32,6 +32,9 @@ UNAVAILABLE_STATES = frozenset(
 NOT_RESPONDING = "*"  # the suffix sinfo puts after the state of a node that does not answer slurmctld
 # Suffixes of a state (sinfo(1)): powering down or up, power saving, reboot, maintenance reservation, planned.
 _STATE_SUFFIXES = "*~#%!@^$-"
+# Powered off, powering up or down, or about to power down (sinfo(1)): Slurm would start it for a job, but
+# gpuprov cannot push the job's files to it over SSH first, so such a node is left out of the job.
+_POWERED_OFF = "~#%!"
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,12 @@ class SlurmNode:
         return self.state.rstrip(_STATE_SUFFIXES).split("+")[0]
 
     @property
+    def powered_off(self) -> bool:
+        return any(mark in self.state for mark in _POWERED_OFF)
+
+    @property
     def unavailable(self) -> bool:
-        return self.base_state in UNAVAILABLE_STATES or NOT_RESPONDING in self.state
+        return self.base_state in UNAVAILABLE_STATES or NOT_RESPONDING in self.state or self.powered_off
 
     @property
     def busy(self) -> bool:
@@ -57,6 +64,10 @@ class SlurmNode:
     def describe(self) -> str:
         if NOT_RESPONDING in self.state and self.base_state not in UNAVAILABLE_STATES:
             why = "not responding to slurmctld"
+        elif self.powered_off and self.base_state not in UNAVAILABLE_STATES:
+            why = (
+                f"{self.state}: powered off (Slurm's power saving); gpuprov cannot push the job's files to it"
+            )
         elif self.base_state == "unknown":
             why = "not registered with slurmctld (is slurmd running there?)"
         else:

@@ -166,7 +166,9 @@ def test_slurm_not_running(slurm_cluster: Sandbox, sleeper: Path) -> None:
         wait_until_idle(slurm_cluster)
 
 
-def test_a_drained_node_makes_launch_exit_7_naming_it(slurm_cluster: Sandbox, sleeper: Path) -> None:
+def test_a_drained_node_makes_launch_exit_7_naming_it(
+    slurm_cluster: Sandbox, sleeper: Path, tmp_path: Path
+) -> None:
     controller = node_container(slurm_cluster, "node1")
     reason = "gpuprov test: a GPU fell off the bus"
     drained = docker_exec(
@@ -184,6 +186,12 @@ def test_a_drained_node_makes_launch_exit_7_naming_it(slurm_cluster: Sandbox, sl
         assert "partition gpu has 1 that can take a job (node1)" in proc.stderr
         assert "Traceback" not in proc.stderr and "Pushing" not in proc.stderr
         assert slurm_queue(slurm_cluster) == before
+        # A job the usable nodes can hold still runs: the drained node gets no files and is excluded.
+        hello = tmp_path / "hello.py"
+        hello.write_text(HELLO)
+        one = gp(slurm_cluster, "launch", "--scheduler", "slurm", "--nodes", "1", str(hello))
+        assert one.returncode == 0, one.stderr
+        assert "hello from rank 0" in one.stdout and "on 1 host(s)" in one.stdout + one.stderr
     finally:
         docker_exec(controller, "scontrol", "update", "nodename=node2", "state=resume")
     wait_until_idle(slurm_cluster)

@@ -40,7 +40,7 @@ PAYLOADS = [
 ]
 PAYLOAD_IDS = ["newline", "sbatch-line", "crlf", "subst", "backtick", "quote", "dquote", "backslash", "ctrl"]
 
-EXPECTED_DIRECTIVES = {"--job-name", "--nodes", "--ntasks-per-node", "--output"}
+EXPECTED_DIRECTIVES = {"--job-name", "--nodes", "--ntasks-per-node", "--exclusive", "--mem", "--output"}
 
 STANDINS = {
     # scontrol: two nodes, each with a NodeAddr

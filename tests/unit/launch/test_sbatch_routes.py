@@ -89,7 +89,7 @@ def run_script(
     run_env = {"PATH": f"{bin_dir}:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(tmp_path),
                "FAKE_LOG": str(log), "FAKE_NODES": " ".join(nodes), "SLURM_JOB_ID": "9",
                "SLURM_JOB_NODELIST": ",".join(nodes),
-               "SLURM_NNODES": str(len(nodes)), "SLURM_JOB_NUM_NODES": str(len(nodes)), "GPUPROV_PYTHON": str(bin_dir / "python"),
+               "SLURM_NNODES": str(len(nodes)), "GPUPROV_PYTHON": str(bin_dir / "python"),
                **{f"FAKE_ROUTE_{node}": str(RECORDED / name) for node, name in routes.items()},
                **(submit_env or {})}  # fmt: skip
     done = subprocess.run(["bash", "-c", text], env=run_env, cwd=tmp_path, capture_output=True, text=True)

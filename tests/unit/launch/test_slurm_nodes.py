@@ -79,12 +79,24 @@ def test_a_node_that_has_not_registered_is_unavailable() -> None:
         ("inval", True, False),
         ("mixed", False, True),
         ("completing", False, True),
-        ("idle~", False, False),
+        # powered off or powering up/down (power saving): Slurm would start it, gpuprov cannot push to it
+        ("idle~", True, False),
+        ("idle#", True, False),
+        ("idle%", True, False),
+        ("idle", False, False),
+        ("allocated", False, True),
     ],
 )
 def test_states(state: str, unavailable: bool, busy: bool) -> None:
     node = SlurmNode("gpu01", "gpu01", "10.0.0.1", state, "")
     assert (node.unavailable, node.busy) == (unavailable, busy)
+
+
+def test_a_powered_off_node_says_why_it_is_left_out() -> None:
+    node = SlurmNode("gpu01", "gpu01", "10.0.0.1", "idle~", "")
+    assert node.describe() == (
+        "gpu01 (idle~: powered off (Slurm's power saving); gpuprov cannot push the job's files to it)"
+    )
 
 
 def test_no_default_partition() -> None:
