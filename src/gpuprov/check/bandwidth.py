@@ -1,6 +1,7 @@
 """All-reduce bus bandwidth across the hosts, run through gpuprov's own launch (onhost/allreduce.py under
-torchrun), NCCL's ring algorithm forced (`NCCL_ALGO=Ring`): the thresholds are ring figures, and on two
-hosts NCCL's tree or NVLS can exceed the network's bottleneck (NVIDIA/nccl-tests#160, #196).
+torchrun), NCCL's ring algorithm forced (`NCCL_ALGO=Ring`) on one or two hosts and in the pairs job: the
+thresholds are ring figures, and on two hosts NCCL's tree or NVLS can exceed the network's bottleneck
+(NVIDIA/nccl-tests#160, #196); on more hosts NCCL chooses (ring_for).
 
 Reported as the median bus bandwidth of several repetitions with its spread (min-max). The threshold comes
 from the inventory (`gpuprov_check_min_busbw_gbps`), else, for NCCL, from the hardware (busbw_threshold.py):
@@ -32,6 +33,14 @@ MARK = "GPUPROV_ALLREDUCE "
 THRESHOLD_VAR = threshold_mod.INVENTORY_VAR
 FORMULA = "busbw = algbw x 2(n-1)/n (nccl-tests doc/PERFORMANCE.md)"
 RING = ("--ring",)  # onhost/allreduce.py: NCCL_ALGO=Ring
+RING_HOSTS = 2  # past two hosts NCCL chooses: a ring's latency term grows with the ranks (tuning.cc)
+
+
+def ring_for(hosts: int) -> tuple[str, ...]:
+    """The ring on one or two hosts, where the bars are ring figures and NCCL's tree or NVLS could exceed
+    the network's bottleneck; NCCL's own choice beyond, where a forced ring of 1 GiB falls under the bar
+    from its latency alone (about 270 GB/s at 32 8-GPU nodes against ~350 at 8: NCCL's cost model)."""
+    return RING if hosts <= RING_HOSTS else ()
 
 
 def measure(
@@ -132,7 +141,7 @@ def check(
                 )
             ]
     try:
-        report = measure(inventory, names, image)
+        report = measure(inventory, names, image, ring_for(len(names)))
     except GpuprovError as exc:
         return [
             Result(

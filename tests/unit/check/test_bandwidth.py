@@ -208,3 +208,10 @@ def test_hosts_whose_network_rate_is_unknown_are_not_passed(monkeypatch: pytest.
     assert result.status is Status.WARN and "could not judge: no network rate known on node1, node2" in (
         result.detail
     )
+
+
+def test_the_ring_is_forced_on_two_hosts_and_left_to_nccl_beyond() -> None:
+    """Bars are ring figures and two hosts' tree/NVLS could beat the network (nccl-tests#160, #196); past two
+    hosts a forced ring of 1 GiB falls under the bar from its latency alone (NCCL's cost model)."""
+    assert bandwidth.ring_for(1) == bandwidth.ring_for(2) == ("--ring",)
+    assert bandwidth.ring_for(3) == bandwidth.ring_for(64) == ()
