@@ -93,6 +93,9 @@ def test_pip_takes_torch_from_pytorchs_index_alone_and_the_rest_from_the_site(
     assert [s["packages"] for s in got["steps"]] == [["torch==2.5.1"], ["torch==2.5.1", "numpy"]]
     assert [s["args"] for s in got["steps"]] == [got["torch"], got["site"]]
     assert got["uv_tool"] == ["--index-url", MIRROR, "--trusted-host=m"]  # uv itself: a site package
+    # the PyTorch step reads no pip configuration (an extra-index-url in /etc/pip.conf would be merged in:
+    # pypa/pip#6394): --isolated, and PIP_CONFIG_FILE=/dev/null in the task's environment
+    assert [s["isolated"] for s in got["steps"]] == [["--isolated"], []]
 
 
 def test_no_step_names_both_indexes(rendered: dict[str, Any]) -> None:
@@ -108,6 +111,7 @@ def test_uv_uses_one_default_index_per_step(rendered: dict[str, Any]) -> None:
     ]  # fmt: skip
     extra = "https://extra.example.org/simple"
     assert got["site"] == ["--index-strategy", "first-index", "--index", extra, "--default-index", MIRROR]
+    assert [s["isolated"] for s in got["steps"]] == [[], []]  # uv: --no-config on every step
 
 
 def test_offline_sites_and_no_pytorch(rendered: dict[str, Any]) -> None:
