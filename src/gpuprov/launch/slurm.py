@@ -133,7 +133,7 @@ def launch(opts: LaunchOptions, argv: list[str]) -> str:
         excluded = [n.name for n in part.nodes if n.unavailable]
         node_hosts = {n.name: slurm_nodes.inventory_host(inventory, n, part.name) for n in usable}
         targets = [controller_host] + [h for h in node_hosts.values() if h.name != controller_host.name]
-        gpus = slurm_gpus.per_node(ctl, part.name, controller_host.name)  # before anything is recorded
+        gpus = slurm_gpus.per_node(ctl, part.name, controller_host.name, [n.name for n in usable])
         payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
         job = _record(opts, targets, part, payload)
         text = sbatch_text(opts, nnodes, argv, payload.script_rel, gpus, _image_python(opts, controller_host))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from gpuprov import ssh
+from gpuprov import console, ssh
 from gpuprov.errors import BadInput
 
 # One entry of sinfo's %G (a node's Gres): NAME[:TYPE]:COUNT, optionally followed by "(S:0-1)" (the sockets
@@ -54,13 +54,29 @@ def parse_node_gpus(text: str) -> dict[str, int]:
     return counts
 
 
-def per_node(client: ssh.Client, partition: str, controller: str) -> int:
-    """The GPUs to ask for on each node of the partition: its nodes' smallest count (0: ask for none)."""
+def per_node(client: ssh.Client, partition: str, controller: str, usable: list[str] | None = None) -> int:
+    """The GPUs to ask for on each node of the partition: the smallest count among its nodes (those that can
+    take the job, where named: a drained node is left out of it); 0: ask for none."""
     listed = ssh.run(client, f"sinfo --noheader --Node --partition {shlex.quote(partition)} --format '%N %G'")
     counts = parse_node_gpus(listed.stdout)
+    if usable is not None:
+        counts = {node: count for node, count in counts.items() if node in usable} or counts
     if listed.rc != 0 or not counts:
         raise BadInput(
             f"Slurm on {controller} does not list the GPUs of partition {partition} "
             f"(sinfo: {listed.last_line}); check that slurmctld answers (`sinfo` there)"
         )
-    return min(counts.values())
+    fewest = min(counts.values())
+    short = sorted(node for node, count in counts.items() if count < max(counts.values()))
+    if short:  # one GPU off the bus (or a node without GPUs) sets every node's rank count
+        console.warning(
+            f"partition {partition}'s nodes do not have the same GPUs ({uneven(counts)}): the job asks for "
+            f"{fewest} per node, so every node runs {fewest} rank(s) with --nproc-per-node auto; fix or "
+            f"drain {', '.join(short)} (`scontrol update nodename=NODE state=drain reason=...`)"
+        )
+    return fewest
+
+
+def uneven(counts: dict[str, int]) -> str:
+    """'node1 8, node3 7': each node's count, for the warning."""
+    return ", ".join(f"{node} {count}" for node, count in sorted(counts.items()))

@@ -59,7 +59,8 @@ class SlurmNode:
 
     @property
     def busy(self) -> bool:
-        return self.base_state in ("allocated", "mixed", "completing", "planned")  # planned: held for a job
+        # planned: held for a job; reserved: in an advanced reservation; blocked (23.x): a job's topology
+        return self.base_state in ("allocated", "mixed", "completing", "planned", "reserved", "blocked")
 
     def describe(self) -> str:
         if NOT_RESPONDING in self.state and self.base_state not in UNAVAILABLE_STATES:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuprov import ssh
 from gpuprov.launch import options, render, sbatch, slurm_gpus
 from gpuprov.launch.launchers.mpirun import Mpirun
 from gpuprov.launch.launchers.torchrun import Torchrun
@@ -95,3 +96,16 @@ def test_the_job_s_python_is_chosen_after_its_env(tmp_path: Path, launcher: Torc
         ["bash", "-c", probe], text=True, capture_output=True, env={"PATH": "/usr/bin:/bin"}
     )
     assert shown.stdout.splitlines()[-1] == "/opt/venv/bin/python3", shown.stderr
+
+
+def test_the_request_is_the_fewest_among_the_usable_nodes_and_uneven_ones_are_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One GPU off the bus sets every node's rank count (the request is per node): launch says which node;
+    a node left out of the job (drained) does not lower the request."""
+    listed = "node1 gpu:8\nnode2 gpu:7\nnode3 gpu:8\n"  # sinfo --Node --format '%N %G' (sinfo(1))
+    monkeypatch.setattr(slurm_gpus.ssh, "run", lambda client, command: ssh.Result(0, listed, ""))
+    assert slurm_gpus.per_node(None, "gpu", "node1") == 7  # type: ignore[arg-type]
+    assert "node1 8, node2 7, node3 8" in capsys.readouterr().err
+    assert slurm_gpus.per_node(None, "gpu", "node1", ["node1", "node3"]) == 8  # type: ignore[arg-type]
+    assert "do not have the same GPUs" not in capsys.readouterr().err
