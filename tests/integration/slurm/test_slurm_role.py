@@ -63,6 +63,21 @@ def test_rerun_repairs_a_drifted_munge_key(slurm_cluster: Sandbox) -> None:
     assert len(munge_keys(slurm_cluster)) == 1
 
 
+def test_a_node_slurmctld_drained_itself_fails_verify(slurm_cluster: Sandbox) -> None:
+    """slurmctld drains a node that registers less than slurm.conf gives it, as SlurmUser (here done by
+    hand as that user: the reason's user is what tells it from an administrator's drain, sinfo(1) %u)."""
+    why = "gres/gpu count reported lower than configured (0 < 8)"
+    drained = on(slurm_cluster, "node1", "runuser", "-u", "slurm", "--", "scontrol", "update",
+                 "nodename=node2", "state=drain", f"reason={why}")  # fmt: skip
+    assert drained.returncode == 0, drained.stderr
+    try:
+        code, output = run_slurm_play(slurm_cluster, slurm_cluster.inventory)
+        assert code != 0, output
+        assert "Check that slurmctld drained no node itself" in output and why in output, output
+    finally:
+        on(slurm_cluster, "node1", "scontrol", "update", "nodename=node2", "state=resume")
+
+
 def test_mixed_releases_are_refused_naming_the_hosts(mixed_sandbox: Sandbox) -> None:
     """Check mode on the stand-ins: Debian 12 and Rocky 9 (EPEL 9) have 22.05, Ubuntu 22.04 has 21.08.
     The Ubuntu and Rocky stand-ins cannot install real Slurm here, so their branches run in check mode."""
