@@ -226,7 +226,8 @@ def _kernel_log() -> Dict[str, object]:
         if res["rc"] == 0 and not unreadable:
             lines = [line for line in str(res["stdout"]).splitlines() if "NVRM" in line]
             return {"rc": 0, "tool": " ".join(argv), "stdout": "\n".join(lines[-500:])}
-    return {"rc": None, "tool": None, "stdout": "", "error": "dmesg, sudo -n dmesg and journalctl -k failed (or showed no kernel line)"}
+    failed = "dmesg, sudo -n dmesg and journalctl -k failed (or showed no kernel line)"
+    return {"rc": None, "tool": None, "stdout": "", "error": failed}
 
 
 def _matmul_under_load(python: str, smi: str, code: str) -> Dict[str, object]:
