@@ -139,7 +139,8 @@ def persistence(view: HostView) -> list[Result]:
 
 
 def xid_events(view: HostView) -> list[Result]:
-    """Xid events new since the last check (xid_watermark): one of xid.NEEDS_ACTION fails, another warns."""
+    """Xid events new since the last check (xid_watermark): one that xid.needs_action names fails, another
+    warns."""
     if not view.has_gpus:
         return view.not_applicable("xid", NO_GPU)
     log = view.tool("kernel_log")
@@ -163,9 +164,9 @@ def xid_events(view: HostView) -> list[Result]:
             view.result("xid", Status.PASS, measured=f"none {since}", detail=earlier, source=xid.CATALOG_URL)
         ]
     codes = ", ".join(map(str, sorted({e.code for e in new})))
-    serious = [e for e in new if e.code in xid.NEEDS_ACTION]
+    serious = [(e, m) for e in new if (m := xid.needs_action(e.code, e.text)) is not None]
     if serious:
-        meaning = xid.NEEDS_ACTION[serious[0].code]
+        first, meaning = serious[0]
         return [
             view.result(
                 "xid",
@@ -174,7 +175,7 @@ def xid_events(view: HostView) -> list[Result]:
                 expected="no new Xid that needs action",
                 source=meaning.source,
                 detail="; ".join(
-                    filter(None, [f"Xid {serious[0].code} on {serious[0].pci}: {meaning.meaning}", earlier])
+                    filter(None, [f"Xid {first.code} on {first.pci}: {meaning.meaning}", earlier])
                 ),
                 action=meaning.action,
             )
