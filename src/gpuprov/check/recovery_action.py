@@ -34,7 +34,8 @@ def recovery_action(view: HostView) -> list[Result]:
     if all(action is None for _, _, action in actions):
         return view.not_applicable(
             "recovery-action",
-            f"nvidia-smi -q of driver {query.driver_version} has no {FIELD} field (drivers from R565 print it)",
+            f"nvidia-smi -q of driver {query.driver_version} has no {FIELD} field "
+            "(drivers from R565 print it)",
         )
     asked = [
         f"GPU {index} ({bus_id}): {action}"
@@ -49,6 +50,7 @@ def recovery_action(view: HostView) -> list[Result]:
             expected="None",
             source=SOURCE,
             action="drain the host and do what the driver asks: Reset: stop the GPU's processes and run "
-            "nvidia-smi -r; Reboot: reboot the node; Drain P2P: stop peer-to-peer work and read the field again",
+            "nvidia-smi -r; Reboot: reboot the node; Drain P2P: stop peer-to-peer work and read the field "
+            "again",
         )
     ]

@@ -21,7 +21,9 @@ AZURE_NHC = "Azure/azurehpc-health-checks customTests/azure_gpu_xid.nhc (XID_EC)
 _MEMORY_GUIDE = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/"
 _HEALTH_VALIDATION = "https://docs.nvidia.com/health-validation/reference/checks/xid.md"
 _XID_PAGE = "NVIDIA's Xid errors page https://docs.nvidia.com/deploy/xid-errors/index.html"
-_RECOVERY_FLAG = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/error-recovery-and-response-flags.html"
+_RECOVERY_FLAG = (
+    "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/error-recovery-and-response-flags.html"
+)
 
 _RESET = "drain the host and reset the GPU (nvidia-smi -r) or reboot; if it comes back, service the GPU"
 _SERVICE = "drain the host and have the GPU serviced"
@@ -104,7 +106,7 @@ def recovery_action_meaning(text: str) -> XidMeaning | None:
 
 
 def needs_action(code: int, text: str) -> XidMeaning | None:
-    """What an Xid means and asks for, when it fails a host; None when it only warns (or, 154, asks nothing)."""
+    """What an Xid means and asks for when it fails a host; None when it only warns (or 154 asks nothing)."""
     if code == RECOVERY_ACTION_CHANGED:
         return recovery_action_meaning(text)
     return NEEDS_ACTION.get(code)

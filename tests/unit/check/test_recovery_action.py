@@ -1,4 +1,4 @@
-"""The recovery-action check and Xid 154 on recorded nvidia-smi outputs (tests/recorded/nvidia-smi/SOURCES.md)."""
+"""The recovery-action check and Xid 154, on recorded outputs (tests/recorded/nvidia-smi/SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,11 @@ def judged(q: str) -> tuple[Status, str, str]:
 
 
 def test_the_parser_reads_the_field_of_every_recorded_driver_that_prints_it() -> None:
-    for name in ("query-full-1xH100SXM-565.57.01", "query-full-1xRTX5090-570.124.06", "query-full-1xH100-580.159.04"):
+    for name in (
+        "query-full-1xH100SXM-565.57.01",
+        "query-full-1xRTX5090-570.124.06",
+        "query-full-1xH100-580.159.04",
+    ):
         [gpu] = parsers.smi_query((RECORDED / name).read_text()).gpus
         assert gpu[recovery_action.FIELD] == "None", name
 
@@ -42,7 +46,8 @@ def test_a_driver_without_the_field_is_not_applicable() -> None:
 # Kernel log lines as real hosts logged them (public posts found with the search tool: a 580.105.08 host
 # after Xid 79, and an RTX A4000 host after Xid 79).
 XID_154_REBOOT = (
-    "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
+    "NVRM: Xid (PCI:0000:01:00): 154, "
+    "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
 )
 XID_154_RESET = (
     "NVRM: Xid (PCI:0000:5f:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
@@ -50,7 +55,8 @@ XID_154_RESET = (
 
 
 def xid_result(log: str) -> tuple[Status, str, str]:
-    result = gpu_checks.xid_events(view(gathered(kernel_log={"rc": 0, "stdout": log}), gpuprov_gpu_count=1))[0]
+    data = gathered(kernel_log={"rc": 0, "stdout": log})
+    result = gpu_checks.xid_events(view(data, gpuprov_gpu_count=1))[0]
     return result.status, result.measured, result.detail
 
 
@@ -62,7 +68,9 @@ def test_xid_154_fails_with_the_action_the_driver_asks() -> None:
 
 
 def test_xid_154_back_to_none_only_warns() -> None:
-    line = XID_154_RESET.replace("0x0 (None) to 0x1 (GPU Reset Required)", "0x1 (GPU Reset Required) to 0x0 (None)")
+    line = XID_154_RESET.replace(
+        "0x0 (None) to 0x1 (GPU Reset Required)", "0x1 (GPU Reset Required) to 0x0 (None)"
+    )
     assert xid.needs_action(154, line.split("154, ", 1)[1]) is None
     assert xid_result(line + "\n")[0] is Status.WARN
 
