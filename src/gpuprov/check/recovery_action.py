@@ -10,9 +10,9 @@ inconsistent), Drain P2P and Drain and Reset. Anything but None fails, named as 
 
 from __future__ import annotations
 
-from gpuprov.check.gpu_checks import smi_q
-from gpuprov.check.host_view import NO_GPU, HostView
-from gpuprov.check.results import Result, Status
+from gpuprov.check.gpu_checks import gpu_query
+from gpuprov.check.host_view import HostView
+from gpuprov.check.results import Result
 
 FIELD = "GPU Recovery Action"
 SOURCE = (
@@ -25,11 +25,9 @@ _UNKNOWN = {"N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]
 
 def recovery_action(view: HostView) -> list[Result]:
     """Fail when the driver asks for a GPU reset, a reboot or a drain, naming each GPU and the action."""
-    if not view.has_gpus:
-        return view.not_applicable("recovery-action", NO_GPU)
-    query, why = smi_q(view)
+    query, otherwise = gpu_query(view, "recovery-action")
     if query is None:
-        return [view.result("recovery-action", Status.COULD_NOT_RUN, detail=str(why))]
+        return otherwise
     actions = [(index, gpu["bus_id"], gpu.get(FIELD)) for index, gpu in enumerate(query.gpus)]
     if all(action is None for _, _, action in actions):
         return view.not_applicable(

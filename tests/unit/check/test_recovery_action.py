@@ -43,8 +43,10 @@ def test_a_driver_without_the_field_is_not_applicable() -> None:
     assert status is Status.NOT_APPLICABLE and "555.42.02" in detail
 
 
-# Kernel log lines as real hosts logged them (public posts found with the search tool: a 580.105.08 host
-# after Xid 79, and an RTX A4000 host after Xid 79).
+# Kernel log lines as real hosts logged them, each right after an Xid 79: a 580.105.08 host and an RTX A4000
+# host (public write-ups found with the search tool's exact-string index, which does not name their
+# repositories, so they are quoted here rather than recorded under tests/recorded/dmesg-xid/).
+# NVIDIA/open-gpu-kernel-modules#1134 reports the same "Node Reboot Required" on 595.71.05.
 XID_154_REBOOT = (
     "NVRM: Xid (PCI:0000:01:00): 154, "
     "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
