@@ -26,7 +26,7 @@ def smi_q(view: HostView) -> tuple[parsers.SmiQuery | None, str | None]:
 
 
 def gpu_query(view: HostView, check: str) -> tuple[parsers.SmiQuery | None, list[Result]]:
-    """`nvidia-smi -q` for a per-GPU check, or the result saying why the check does not apply or could not run."""
+    """`nvidia-smi -q` for a per-GPU check, or the result that says why the check cannot be judged."""
     if not view.has_gpus:
         return None, view.not_applicable(check, NO_GPU)
     query, why = smi_q(view)
