@@ -10,6 +10,9 @@ inconsistent), Drain P2P and Drain and Reset. Anything but None fails, named as 
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
+
 from gpuprov.check.gpu_checks import gpu_query
 from gpuprov.check.host_view import HostView
 from gpuprov.check.results import Result
@@ -44,7 +47,7 @@ def recovery_action(view: HostView) -> list[Result]:
         view.verdict(
             "recovery-action",
             not asked,
-            measured="; ".join(asked) or f"None on {len(actions)} GPU(s)",
+            measured="; ".join(asked) or _tally(action for _, _, action in actions),
             expected="None",
             source=SOURCE,
             action="drain the host and do what the driver asks: Reset: stop the GPU's processes and run "
@@ -52,3 +55,11 @@ def recovery_action(view: HostView) -> list[Result]:
             "again",
         )
     ]
+
+
+def _tally(actions: Iterable[str | None]) -> str:
+    """What the GPUs answered: "None on 8 GPU(s)", or "None on 7 GPU(s), N/A on 1" where one cannot say."""
+    counts = Counter(action or f"no {FIELD} field" for action in actions).most_common()
+    return ", ".join(
+        f"{value} on {count}{' GPU(s)' if n == 0 else ''}" for n, (value, count) in enumerate(counts)
+    )

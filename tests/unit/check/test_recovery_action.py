@@ -81,3 +81,11 @@ def test_xid_140_and_143_fail() -> None:
     for code, words in ((140, "unrecovered ECC"), (143, "initialization failure")):
         status, _, detail = xid_result(f"NVRM: Xid (PCI:0000:18:00): {code}, pid=1, name=x\n")
         assert status is Status.FAIL and words in detail
+
+
+def test_a_gpu_that_cannot_say_is_named_in_the_measure_not_failed() -> None:
+    h100 = (RECORDED / "query-full-1xH100-580.159.04").read_text()
+    label = "    GPU Recovery Action                                : "
+    second = h100[h100.index("GPU 00000000") :].replace("00000000:00:06.0", "00000000:00:07.0")
+    status, measured, _ = judged(h100 + "\n" + second.replace(label + "None", label + "N/A"))
+    assert (status, measured) == (Status.PASS, "None on 1 GPU(s), N/A on 1")
