@@ -25,6 +25,16 @@ def smi_q(view: HostView) -> tuple[parsers.SmiQuery | None, str | None]:
     return parsers.smi_query(str(run.get("stdout", ""))), None
 
 
+def gpu_query(view: HostView, check: str) -> tuple[parsers.SmiQuery | None, list[Result]]:
+    """`nvidia-smi -q` for a per-GPU check, or the result that says why the check cannot be judged."""
+    if not view.has_gpus:
+        return None, view.not_applicable(check, NO_GPU)
+    query, why = smi_q(view)
+    if query is None:
+        return None, [view.result(check, Status.COULD_NOT_RUN, detail=str(why))]
+    return query, []
+
+
 def gpu_count(view: HostView) -> list[Result]:
     count, source = view.expected_gpus
     if count == 0:
@@ -88,11 +98,9 @@ def _count_advice(found: int, count: int, source: str) -> str:
 def cuda_driver(view: HostView) -> list[Result]:
     """The locked CUDA is not newer than the newest CUDA the loaded driver supports (nvidia-smi's
     `CUDA Version`)."""
-    if not view.has_gpus:
-        return view.not_applicable("cuda-driver", NO_GPU)
-    query, why = smi_q(view)
+    query, otherwise = gpu_query(view, "cuda-driver")
     if query is None:
-        return [view.result("cuda-driver", Status.COULD_NOT_RUN, detail=str(why))]
+        return otherwise
     wanted = ".".join(view.lock.get("cuda_version", "").split(".")[:2])
     if query.cuda_version is None:
         return [
@@ -120,11 +128,9 @@ def _release(text: str) -> tuple[int, ...]:
 
 
 def persistence(view: HostView) -> list[Result]:
-    if not view.has_gpus:
-        return view.not_applicable("persistence", NO_GPU)
-    query, why = smi_q(view)
+    query, otherwise = gpu_query(view, "persistence")
     if query is None:
-        return [view.result("persistence", Status.COULD_NOT_RUN, detail=str(why))]
+        return otherwise
     off = [gpu["bus_id"] for gpu in query.gpus if gpu.get("Persistence Mode") != "Enabled"]
     return [
         view.verdict(
@@ -139,7 +145,8 @@ def persistence(view: HostView) -> list[Result]:
 
 
 def xid_events(view: HostView) -> list[Result]:
-    """Xid events new since the last check (xid_watermark): one of xid.NEEDS_ACTION fails, another warns."""
+    """Xid events new since the last check (xid_watermark): one that xid.needs_action names fails, another
+    warns."""
     if not view.has_gpus:
         return view.not_applicable("xid", NO_GPU)
     log = view.tool("kernel_log")
@@ -163,9 +170,9 @@ def xid_events(view: HostView) -> list[Result]:
             view.result("xid", Status.PASS, measured=f"none {since}", detail=earlier, source=xid.CATALOG_URL)
         ]
     codes = ", ".join(map(str, sorted({e.code for e in new})))
-    serious = [e for e in new if e.code in xid.NEEDS_ACTION]
+    serious = [(e, m) for e in new if (m := xid.needs_action(e.code, e.text)) is not None]
     if serious:
-        meaning = xid.NEEDS_ACTION[serious[0].code]
+        first, meaning = serious[0]
         return [
             view.result(
                 "xid",
@@ -174,7 +181,7 @@ def xid_events(view: HostView) -> list[Result]:
                 expected="no new Xid that needs action",
                 source=meaning.source,
                 detail="; ".join(
-                    filter(None, [f"Xid {serious[0].code} on {serious[0].pci}: {meaning.meaning}", earlier])
+                    filter(None, [f"Xid {first.code} on {first.pci}: {meaning.meaning}", earlier])
                 ),
                 action=meaning.action,
             )

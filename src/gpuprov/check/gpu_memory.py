@@ -9,8 +9,8 @@ from the `-q` labels (which changed: parsers.memory_health); remaps and retireme
 from __future__ import annotations
 
 from gpuprov.check import parsers
-from gpuprov.check.gpu_checks import smi_q
-from gpuprov.check.host_view import NO_GPU, HostView
+from gpuprov.check.gpu_checks import gpu_query
+from gpuprov.check.host_view import HostView
 from gpuprov.check.results import Result, Status
 
 REMAPPED_UNCORRECTABLE_MAX = 512  # azure_gpu_ecc.nhc: "Row remap uncorrectable error count is too high"
@@ -60,11 +60,9 @@ def gpu_memory(view: HostView) -> list[Result]:
     """Per GPU: a pending or failed remap or retirement, uncorrectable ECC since the driver loaded, any
     uncorrectable SRAM error in the GPU's life, or counts past Azure's limits fail; uncorrectable DRAM errors
     only in the GPU's life warn (a remap or retirement may have dealt with them)."""
-    if not view.has_gpus:
-        return view.not_applicable("gpu-memory", NO_GPU)
-    query, why = smi_q(view)
+    query, otherwise = gpu_query(view, "gpu-memory")
     if query is None:
-        return [view.result("gpu-memory", Status.COULD_NOT_RUN, detail=str(why))]
+        return otherwise
     counts = _ecc_counts(view)
     failing, history = [], []
     for index, gpu in enumerate(query.gpus):

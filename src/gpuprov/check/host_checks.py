@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuprov.check import gpu_checks, gpu_memory, gpudirect, network_checks, version_checks
+from gpuprov.check import (
+    gpu_checks,
+    gpu_memory,
+    gpudirect,
+    network_checks,
+    recovery_action,
+    version_checks,
+)
 from gpuprov.check.host_view import HostView
 from gpuprov.check.results import Result
 
@@ -29,6 +36,7 @@ CHECKS: dict[str, Check] = {
     "persistence": gpu_checks.persistence,
     "xid": gpu_checks.xid_events,
     "gpu-memory": gpu_memory.gpu_memory,
+    "recovery-action": recovery_action.recovery_action,
     "matmul": gpu_checks.matmul,
     "clocks": gpu_checks.clocks,
     "pcie": gpu_checks.pcie,

@@ -45,6 +45,7 @@ def only(name: str) -> Result:
         ("persistence", "Enabled on all"),
         ("pcie", "GPU 0: Gen5 x16"),
         ("gpu-memory", "1 GPU(s) clean"),
+        ("recovery-action", "None on 1 GPU(s)"),
         ("torch", "2.11.0+cu130 (CUDA 13.0)"),
     ],
 )

@@ -375,3 +375,22 @@ def test_hostprobe_reads_the_ecc_counters_from_the_stand_in(
     assert isinstance(ecc, dict) and ecc["rc"] == 0, ecc
     counts = parsers.ecc_query(str(ecc["stdout"]))
     assert [c["ecc.errors.uncorrected.volatile.dram"] for c in counts.values()] == [0, 1]
+
+
+RECOVERY_ACTION = [
+    ("query-full-1xV100-550.127.05", "Tesla V100-PCIE-16GB"),
+    ("query-full-pending-remap-A100SXM4-555.42.02", "NVIDIA A100-SXM4-80GB"),
+    ("query-full-1xH100SXM-565.57.01", "NVIDIA H100 80GB HBM3"),
+    ("query-full-1xRTX5090-570.124.06", "NVIDIA GeForce RTX 5090"),
+    ("query-full-1xH100-580.159.04", "NVIDIA H100 80GB HBM3"),
+]
+
+
+@pytest.mark.parametrize(("file", "name"), RECOVERY_ACTION, ids=[f for f, _ in RECOVERY_ACTION])
+def test_query_prints_gpu_recovery_action_where_the_recorded_driver_does(
+    tmp_path: Path, file: str, name: str
+) -> None:
+    recorded = fields((RECORDED / file).read_text())
+    ours = fields(run(stand_in(tmp_path, Machine(file, "12.4", 1, name, 81559, True)), "-q"))
+    label = "    GPU Recovery Action"
+    assert ours.get(label) == recorded.get(label)

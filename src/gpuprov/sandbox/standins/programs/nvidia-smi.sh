@@ -23,6 +23,12 @@ if [ "$(printf '%s\n' 580.159.04 "$DRIVER_VERSION" | sort -V | head -n 1)" = 580
     LABEL_WIDTH=55
     LAYOUT_580_159=true
 fi
+# "GPU Recovery Action" (None on a healthy GPU) is in the recorded -q of 565.57.01, 570.124.06 and 580.159.04
+# and not in 550.127.05 or 555.42.02 (NVML added the field in 565), so it starts at 565.57.01.
+PRINTS_RECOVERY_ACTION=false
+if [ "$(printf '%s\n' 565.57.01 "$DRIVER_VERSION" | sort -V | head -n 1)" = 565.57.01 ]; then
+    PRINTS_RECOVERY_ACTION=true
+fi
 . ./gpus-conf.sh
 
 usage() {
@@ -32,7 +38,8 @@ NVIDIA System Management Interface -- v$DRIVER_VERSION (gpuprov sandbox stand-in
 Implemented:
     nvidia-smi                       summary table
     nvidia-smi -L                    list the GPUs
-    nvidia-smi -q                    Product Name, Persistence Mode, GPU UUID, Minor Number, PCI (Bus Id,
+    nvidia-smi -q                    Product Name, Persistence Mode, GPU UUID, Minor Number, GPU Recovery
+                                     Action (driver 565 and later), PCI (Bus Id,
                                      GPU Link Info), Performance State, Clocks Event Reasons, ECC Mode,
                                      ECC Errors, Retired Pages and Remapped Rows of each GPU
     nvidia-smi --query-gpu=FIELDS --format=csv[,noheader][,nounits]
@@ -201,6 +208,9 @@ query_all() {
         echo "GPU $(bus_id "$i")"
         printf "%-${LABEL_WIDTH}s: %s\n" "    Product Name" "$GPU_NAME" "    Persistence Mode" "$(persistence_mode)" \
             "    GPU UUID" "$(gpu_uuid "$i")" "    Minor Number" "$i"
+        if "$PRINTS_RECOVERY_ACTION"; then
+            printf "%-${LABEL_WIDTH}s: %s\n" "    GPU Recovery Action" None
+        fi
         query_health "$i"
     done
 }
