@@ -201,3 +201,37 @@ def test_every_host_gets_the_uid_of_an_existing_slurm_user_else_the_controllers(
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f'"msg": "ids={ids}"' in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("flavor", "pid_file"),
+    [("distribution", "/run/slurmctld.pid"), ("schedmd", "/run/slurmctld/slurmctld.pid")],
+)
+def test_slurmctlds_pid_file_is_where_its_unit_lets_it_write(
+    tmp_path: Path, flavor: str, pid_file: str
+) -> None:
+    """SchedMD's slurmctld.service runs as User=slurm with RuntimeDirectory=slurmctld
+    (etc/slurmctld.service.in at slurm-23-11-4-1); Debian's runs slurmctld as root."""
+    target = tmp_path / "slurm.conf"
+    task = {
+        "name": "Write slurm.conf",
+        "ansible.builtin.template": {
+            "src": str(ROLES / "slurm" / "templates" / "slurm.conf.j2"),
+            "dest": str(target),
+        },
+    }
+    facts = {
+        "hostname": "node1", "default_ipv4": {"address": "10.0.0.1"}, "processor_vcpus": 8,
+        "processor_count": 1, "processor_cores": 8, "processor_threads_per_core": 1, "memtotal_mb": 64000,
+    }  # fmt: skip
+    extra = {
+        **yaml.safe_load((ROLES / "slurm" / "defaults" / "main.yml").read_text()),
+        **{f"__slurm_{name}_dir": f"/var/{name}" for name in ("state", "spool", "log")},
+        "ansible_facts": facts,
+        "__slurm_controller": "localhost",
+        "slurm_nodes_group": "all",
+        "slurm_package_flavor": flavor,
+    }
+    proc = run_play(tmp_path, [task], extra)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"\nSlurmctldPidFile={pid_file}\n" in target.read_text()
