@@ -235,3 +235,24 @@ def test_slurmctlds_pid_file_is_where_its_unit_lets_it_write(
     proc = run_play(tmp_path, [task], extra)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"\nSlurmctldPidFile={pid_file}\n" in target.read_text()
+
+
+@pytest.mark.parametrize(("installed", "release"), [(False, "25.05"), (True, "23.11")])
+def test_on_el_the_installed_rpm_wins_over_dnfs_newest(tmp_path: Path, installed: bool, release: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # rpm -q --quiet exits 1 for a package that is not installed; dnf repoquery prints the newest version.
+    (bin_dir / "rpm").write_text(
+        f'#!/bin/sh\n[ "$2" = --quiet ] && exit {0 if installed else 1}\necho 23.11.4\n'
+    )
+    (bin_dir / "dnf").write_text("#!/bin/sh\necho 25.05.2\n")
+    for tool in ("rpm", "dnf"):
+        (bin_dir / tool).chmod(0o755)
+    tasks = [
+        *tasks_of("release.yml", without="Check the Slurm release"),
+        {"name": "Show", "ansible.builtin.debug": {"msg": "release={{ __slurm_distribution_release }}"}},
+    ]
+    extra = {"ansible_facts": {"os_family": "RedHat"}, "__slurm_packages": ["slurm", "slurm-slurmd", "munge"]}
+    proc = run_play(tmp_path, tasks, extra, env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f'"msg": "release={release}"' in proc.stdout, proc.stdout
