@@ -79,7 +79,7 @@ def refusal(
     tmp_path: Path, nodes: dict[str, tuple[str, str]], container_safe: bool = False
 ) -> tuple[int, str]:
     """The cgroup check for nodes (name: (Slurm release, /sys/fs/cgroup's type))."""
-    task = role_task("slurm", "preflight.yml", "Check that the nodes' Slurm release can use their cgroup")
+    task = role_task("slurm", "release-checks.yml", "Check that the nodes' Slurm release can use")
     add_hosts = [
         {
             "name": f"Add {host}",

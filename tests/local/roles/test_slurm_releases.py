@@ -46,7 +46,7 @@ def shipped(vars_file: str) -> str:
 def refusal(tmp_path: Path, cluster: dict[str, str]) -> tuple[int, str]:
     """The release check for a cluster of hosts (name: the vars file its distribution loads), each host added
     to the play with the release its file records; the exit code and output of the run."""
-    task = role_task("slurm", "preflight.yml", "Check that every host gets the same Slurm release")
+    task = role_task("slurm", "release-checks.yml", "Check that every host gets the same Slurm release")
     add_hosts = [
         {
             "name": f"Add {host}",
