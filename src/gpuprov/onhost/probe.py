@@ -247,8 +247,12 @@ def nccl_setting(name: str) -> Dict[str, object]:
     a line is NAME=VALUE, '#' first comments it out."""
     if os.environ.get(name):
         return {"value": os.environ[name], "from": "the environment"}
-    home = pwd.getpwuid(os.getuid()).pw_dir
-    files = [os.environ.get("NCCL_CONF_FILE") or os.path.join(home, ".nccl.conf"), NCCL_CONF]
+    try:
+        home = pwd.getpwuid(os.getuid()).pw_dir  # NCCL's userHomeDir() asks the same
+    except KeyError:  # a container's --user UID with no passwd entry: NCCL reads no ~/.nccl.conf then
+        home = None
+    user_file = os.environ.get("NCCL_CONF_FILE") or (os.path.join(home, ".nccl.conf") if home else None)
+    files = [user_file, NCCL_CONF] if user_file else [NCCL_CONF]
     for path in files:
         try:
             with open(path) as f:

@@ -94,6 +94,24 @@ def test_probe_reads_nccl_files_as_nccl_does(tmp_path: Path) -> None:
     assert json.loads(proc.stdout)["from"] == "the environment"
 
 
+def test_a_user_without_a_passwd_entry_reads_only_the_system_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """launch --image's check container runs as the user's UID, which the image's /etc/passwd lacks:
+    getpwuid fails there, and NCCL (userHomeDir) then reads no ~/.nccl.conf; the probe must not fail."""
+
+    def no_entry(uid: int) -> None:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_IB_HCA==mlx5_0\n")
+    monkeypatch.setattr(probe.pwd, "getpwuid", no_entry)
+    monkeypatch.setattr(probe, "NCCL_CONF", str(conf))
+    monkeypatch.delenv("NCCL_IB_HCA", raising=False)
+    monkeypatch.delenv("NCCL_CONF_FILE", raising=False)
+    assert probe.nccl_setting("NCCL_IB_HCA") == {"value": "=mlx5_0", "from": str(conf)}
+
+
 def test_check_answers_rdma_on_its_channel(tmp_path: Path) -> None:
     """`probe.py check`, as preflight runs it: look's line, then `rdma` read from stdin and answered."""
     torch = tmp_path / "site" / "torch"
