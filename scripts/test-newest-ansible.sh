@@ -5,10 +5,10 @@
 # 1-node debian12 sandbox, then its no-op re-run (changed=0). Any DEPRECATION WARNING in the bootstrap output
 # fails the lane. scripts/test.sh runs the whole suite on the host's ansible-core (2.19 on Debian 12) first.
 #
-# The controller image has what the local tests run on a controller besides Python: gpg (the nvidia_repository
-# entry tests make keys) and iproute2 (setup's network facts, which network_tuning's peer reading needs).
-# It is built with debootstrap + docker import (no registry here) and tagged with a hash
-# of its build steps and the requirements, so it is built once and reused until either changes. The wheels are
+# The controller image has what the local tests need on a controller besides Python: gpg and gpg-agent (the
+# nvidia_repository entry tests make keys) and iproute2 (setup's network facts, which network_tuning's peer
+# reading needs). It is built with debootstrap + docker import (no registry here) and tagged with a hash of
+# its build steps and the requirements, so it is built once and reused until either changes. The wheels are
 # downloaded on the host (which has PyPI) and installed offline in the rootfs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +45,7 @@ build_image() {
   echo "== building the controller image $IMAGE (first time only, a few minutes)"
   "$PY" -m pip download -q --disable-pip-version-check --dest "$work/wheels" \
     --python-version 3.13 --only-binary=:all: "${REQUIREMENTS[@]}" 2>&1 | grep -v "is ignored" || true
-  debootstrap --variant=minbase --include=python3,python3-venv,openssh-client,ca-certificates,gpg,iproute2 \
+  debootstrap --variant=minbase --include=python3,python3-venv,openssh-client,ca-certificates,gpg,gpg-agent,iproute2 \
     "$SUITE" "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
     || { tail -20 "$work/debootstrap.log" >&2; echo "error: debootstrap $SUITE from $mirror failed" >&2; return 3; }
   mv "$work/wheels" "$work/rootfs/tmp/wheels"
