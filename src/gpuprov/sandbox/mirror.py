@@ -264,7 +264,9 @@ def _build(
             _write_debian(out / debian_archive.REPO_DIR, work / "debian-debs", key)
             debs = work / "debian-debs"
             _write_rocky_appstream(out / rocky_podman.REPO_DIR, debs, work / "rocky-rpms", key)
-            _write_ubuntu_openmpi(out / ubuntu_openmpi.REPO_DIR, debs, work / "ubuntu-debs", key)
+            for release in ubuntu_openmpi.RELEASES:
+                staged = work / f"ubuntu-debs-{release.codename}"
+                _write_ubuntu_openmpi(out / release.repo_dir, debs, staged, key, release)
             if download is not None:
                 _write_pypi(out / "pypi", download.result())
         shutil.rmtree(work / "staging")
@@ -813,11 +815,13 @@ def _write_rocky_appstream(repo_dir: Path, debs: Path, staging: Path, key: Signi
     _plain_rpm_repository(repo_dir, rpms, key)
 
 
-def _write_ubuntu_openmpi(repo_dir: Path, debs: Path, staging: Path, key: SigningKey) -> None:
-    """Debian's Open MPI under Ubuntu 22.04's versions (gpuprov.sandbox.ubuntu_openmpi), a signed flat
-    repository whose Release names Ubuntu as its origin."""
-    rebuilt = ubuntu_openmpi.reversioned(sorted(debs.glob("*.deb")), staging)
-    _apt_repository(repo_dir, ubuntu_openmpi.SUITE, rebuilt, key, ubuntu_openmpi.ORIGIN)
+def _write_ubuntu_openmpi(
+    repo_dir: Path, debs: Path, staging: Path, key: SigningKey, release: ubuntu_openmpi.Release
+) -> None:
+    """Debian's Open MPI under an Ubuntu release's names and versions (gpuprov.sandbox.ubuntu_openmpi), a
+    signed flat repository whose Release names Ubuntu as its origin."""
+    rebuilt = ubuntu_openmpi.reversioned(sorted(debs.glob("*.deb")), staging, release)
+    _apt_repository(repo_dir, release.codename, rebuilt, key, release.origin)
 
 
 def _plain_rpm_repository(repo_dir: Path, rpms: Sequence[Path], key: SigningKey) -> None:

@@ -1,5 +1,6 @@
 """The mpi role refuses, before installing anything, a lock whose Open MPI series the host's OS does not ship,
-naming the host, what its OS ships and what the lock asks for (the releases from the role's own vars/)."""
+naming the host, what its OS ships and what the lock asks for (the releases from the role's own vars/), and a
+cluster group whose hosts' OS releases ship different Open MPI versions of that series."""
 
 from __future__ import annotations
 
@@ -52,3 +53,35 @@ def test_an_os_without_a_recorded_release_is_refused(results: dict[str, CaseResu
     result = results["unrecorded_os"]
     assert result.failed
     assert "ships Open MPI that gpuprov has not recorded" in result.output
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseResult]:
+    # Each case a host; a cluster is the hosts its __mpi_hosts names, each with its OS release's packages.
+    tasks = [role_task("mpi", "preflight.yml", "Check that the cluster's hosts ship one Open MPI version")]
+    clusters = {
+        "jammy_noble": ["Ubuntu-22", "Ubuntu-24"],
+        "two_debian": ["Debian-12", "Debian-12"],
+        "two_el9": ["RedHat-9", "RedHat-9"],
+    }
+    cases = {
+        f"{cluster}_{i}": {
+            "__mpi_hosts": [f"{cluster}_{j}" for j in range(len(releases))],
+            "__mpi_versions": _releases(release)["4.1"],
+            "mpi_cluster_group": cluster,
+        }
+        for cluster, releases in clusters.items()
+        for i, release in enumerate(releases)
+    }
+    return run_cases(tmp_path_factory.mktemp("mpi-mixed"), tasks, cases)
+
+
+def test_a_cluster_of_two_open_mpi_versions_is_refused_naming_them(mixed: dict[str, CaseResult]) -> None:
+    for host in ("jammy_noble_0", "jammy_noble_1"):
+        assert mixed[host].failed, mixed[host].output
+        assert "would get different Open MPI versions (4.1.2, 4.1.6:" in mixed[host].output
+
+
+def test_a_cluster_of_one_release_passes(mixed: dict[str, CaseResult]) -> None:
+    for host in ("two_debian_0", "two_debian_1", "two_el9_0", "two_el9_1"):
+        assert not mixed[host].failed, mixed[host].output

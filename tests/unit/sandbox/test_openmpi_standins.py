@@ -1,4 +1,4 @@
-"""The Open MPI stand-ins: Rocky 9's openmpi and environment-modules rpms, Ubuntu 22.04's openmpi .debs.
+"""The Open MPI stand-ins: Rocky 9's openmpi and environment-modules rpms, Ubuntu 22.04's and 24.04's .debs.
 
 Each carries Debian 12's files; the facts they reproduce are recorded in gpuprov.sandbox.rocky_openmpi and
 gpuprov.sandbox.ubuntu_openmpi with their sources, and these tests hold the stand-ins to them.
@@ -96,16 +96,41 @@ def test_ubuntus_version_and_relations_in_the_control_file() -> None:
     # The three packages depend on each other at Ubuntu's version; the libraries stay Debian's.
     assert "libopenmpi3 (>= 4.1.2), openmpi-common (>= 4.1.2-2ubuntu1)" in control
     assert "libevent-core-2.1-7 (>= 2.1.8-stable)" in control
-    assert control.endswith("under Ubuntu 22.04's version 4.1.2-2ubuntu1.\n")
+    assert control.endswith("under Ubuntu 22.04's name and version 4.1.2-2ubuntu1.\n")
+
+
+def test_ubuntu_2404s_library_is_libopenmpi3t64_and_openmpi_bin_depends_on_it() -> None:
+    # Ubuntu 24.04: openmpi-bin 4.1.6-7ubuntu2 and the library under its 64-bit time_t name.
+    noble = ubuntu_openmpi.NOBLE
+    control = ubuntu_openmpi.control_for_ubuntu(_DEBIAN_CONTROL, noble)
+    assert "Package: openmpi-bin\n" in control
+    assert "Version: 4.1.6-7ubuntu2\n" in control
+    assert "libopenmpi3t64 (>= 4.1.6), openmpi-common (>= 4.1.6-7ubuntu2)" in control
+    assert "libopenmpi3 " not in control
+    library = ubuntu_openmpi.control_for_ubuntu(
+        _DEBIAN_CONTROL.replace("openmpi-bin", "libopenmpi3", 1), noble
+    )
+    assert library.startswith("Package: libopenmpi3t64\n")
+    assert (noble.repo_dir, noble.origin[0]) == ("ubuntu/noble", "Ubuntu")
 
 
 def test_reversioned_debs_keep_their_files(tmp_path: Path) -> None:
     debs = [
         _deb(tmp_path, name, {f"/usr/bin/{name}": name}, _DEBIAN_CONTROL.replace("openmpi-bin", name, 1))
-        for name in ubuntu_openmpi.PACKAGES
+        for name in ubuntu_openmpi.DEBIAN_PACKAGES
     ]
     out = ubuntu_openmpi.reversioned(debs, tmp_path / "out")
-    assert [p.name for p in out] == [f"{n}_4.1.2-2ubuntu1_amd64.deb" for n in ubuntu_openmpi.PACKAGES]
+    assert [p.name for p in out] == [f"{n}_4.1.2-2ubuntu1_amd64.deb" for n in ubuntu_openmpi.DEBIAN_PACKAGES]
+    noble = ubuntu_openmpi.reversioned(debs, tmp_path / "noble", ubuntu_openmpi.NOBLE)
+    assert [p.name for p in noble] == [
+        "openmpi-bin_4.1.6-7ubuntu2_amd64.deb",
+        "openmpi-common_4.1.6-7ubuntu2_amd64.deb",
+        "libopenmpi3t64_4.1.6-7ubuntu2_amd64.deb",
+    ]
+    package = subprocess.run(
+        ["dpkg-deb", "-f", str(noble[2]), "Package"], check=True, capture_output=True, text=True
+    )
+    assert package.stdout.strip() == "libopenmpi3t64"
     listing = subprocess.run(["dpkg-deb", "-c", str(out[0])], check=True, capture_output=True, text=True)
     assert "./usr/bin/openmpi-bin" in listing.stdout
     version = subprocess.run(
