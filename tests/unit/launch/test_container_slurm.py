@@ -88,15 +88,48 @@ def test_without_pyxis_each_node_runs_its_engine_and_removes_the_container(tmp_p
     assert run == (
         "docker run --rm --name gpuprov-slurm-77-0 --sig-proxy=false --init --pull never --network host "
         "--ipc host --ulimit stack=67108864 --user "
-        f"{os.getuid()}:{os.getgid()} --env HOME={tmp_path} --env FOO "
-        "--env TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE --env GLOO_SOCKET_IFNAME --env PET_LOCAL_ADDR "
-        "--env PET_RDZV_CONF "
+        f"{os.getuid()}:{os.getgid()} --env HOME={tmp_path} "
         f"--volume {tmp_path}:{tmp_path} "
         f"--volume {tmp_path}:{tmp_path} --workdir {tmp_path} "
-        f"{IMAGE} python3 -m torch.distributed.run --nnodes 1 --nproc-per-node 1 --rdzv-backend c10d "
+        f'{IMAGE} bash -c . "$1"; shift; exec "$@" gpuprov-env {tmp_path}/.gpuprov-env-77-0 '
+        "python3 -m torch.distributed.run --nnodes 1 --nproc-per-node 1 --rdzv-backend c10d "
         "--rdzv-endpoint 10.0.0.1:29500 --rdzv-id 77 --max-restarts 0 --tee 3 train.py"
     )
     assert remove == "docker rm -f gpuprov-slurm-77-0"
+    assert not (tmp_path / ".gpuprov-env-77-0").exists()  # removed with the container
+
+
+# An engine whose `run` runs the command after the image with an empty environment (a container has only
+# what it is given), and a sudo that keeps none of the caller's variables (sudoers' default env_reset).
+FAKE_RUNNING_ENGINE = r"""#!/bin/bash
+[ "$1" = run ] || exit 0
+while [ "$1" != IMG ]; do shift; done; shift
+exec env -i PATH=/usr/bin:/bin "$@"
+"""
+FAKE_RESET_SUDO = '#!/bin/bash\nshift; exec env -i PATH="$PATH" "$@"\n'
+
+
+def test_the_jobs_variables_reach_the_container_through_sudo(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {"podman": FAKE_RUNNING_ENGINE, "sudo": FAKE_RESET_SUDO}.items():
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    for tool in ("id", "grep", "ls", "env", "hostname", "rm"):
+        (bin_dir / tool).symlink_to(str(shutil.which(tool)))
+    value = 'it\'s "quoted" $HOME\nand two lines'
+    script = container_slurm.node_script(["FOO", "UNSET_ONE"])
+    show = 'printf "%s|" "$FOO" "${UNSET_ONE-unset}"; stat -c %a "$1"'
+    done = subprocess.run(
+        [str(shutil.which("bash")), "-c", script, "gpuprov-node", "IMG", "bash", "-c", show, "x",
+         str(tmp_path / ".gpuprov-env-5-1")],
+        env={"PATH": str(bin_dir), "HOME": str(tmp_path), "SLURM_JOB_ID": "5", "SLURM_NODEID": "1",
+             "FOO": value},
+        cwd=tmp_path, capture_output=True, text=True, timeout=20,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{value}|unset|600\n"  # as set, unset stays unset, the file only the user's
+    assert not (tmp_path / ".gpuprov-env-5-1").exists()
 
 
 @pytest.mark.parametrize("image", ["", IMAGE])
@@ -193,7 +226,7 @@ def start_node(tmp_path: Path, engine: str, env: dict[str, str]) -> tuple[subpro
     for name, body in fakes.items():
         (bin_dir / name).write_text(body)
         (bin_dir / name).chmod(0o755)
-    for tool in ("id", "grep", "ls", "sleep", "cat", "basename", "hostname"):  # no other engine on PATH
+    for tool in ("id", "grep", "ls", "sleep", "cat", "basename", "hostname", "rm"):  # no other engine on PATH
         (bin_dir / tool).symlink_to(str(shutil.which(tool)))
     log = tmp_path / "log"
     base = {"PATH": str(bin_dir), "HOME": str(tmp_path), "FAKE_LOG": str(log), "SLURM_JOB_ID": "77",
