@@ -20,8 +20,9 @@ from gpuprov.launch.environments import container_slurm
 RECORDED_ENROOT = Path(__file__).parents[2] / "recorded" / "enroot"
 
 IMAGE = "registry.sandbox:5000/gpuprov/torch-cpu@sha256:" + "ab" * 32
-# The option as pyxis's README documents it (srun --help shows it under "Options provided by plugins").
-PYXIS_HELP = "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n"
+RECORDED_PYXIS = Path(__file__).parents[2] / "recorded" / "pyxis"
+# srun --help with pyxis 0.24.0 loaded (recorded in a sandbox node: tests/recorded/pyxis/README.md).
+PYXIS_HELP = (RECORDED_PYXIS / "srun-help-pyxis-0.24.0-slurm-22.05.8.txt").read_text()
 
 FAKE_SRUN = r"""#!/bin/bash
 if [ "$1" = --help ]; then printf '%s' "$FAKE_SRUN_HELP"; exit 0; fi
@@ -72,9 +73,15 @@ def test_pyxis_starts_each_task_in_the_image(tmp_path: Path) -> None:
     work = str(tmp_path)
     assert srun.startswith(
         f"srun --kill-on-bad-exit=1 --label --ntasks-per-node=1 --chdir={work} --container-image={IMAGE} "
-        f"--container-mounts={work}:{work} --container-workdir={work} bash -c "
+        f"--container-mounts={work}:{work} --container-workdir={work} --container-mount-home bash -c "
     )  # bash -c: the task's own environment first (templates/slurm-node-routes.sh.j2), inside the image
     assert " gpuprov-node python3 -m torch.distributed.run " in srun
+
+
+def test_a_pyxis_without_the_home_option_is_not_asked_for_it(tmp_path: Path) -> None:
+    # Only the image option listed (a pyxis built before the home option, or trimmed help).
+    (srun,) = run_script(tmp_path, "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n")
+    assert "--container-image=" in srun and "--container-mount-home" not in srun
 
 
 def test_without_pyxis_each_node_runs_its_engine_and_removes_the_container(tmp_path: Path) -> None:

@@ -158,11 +158,17 @@ def block(job: SbatchJob, workdir_expr: str, env_names: list[str]) -> str:
             "GPUPROV_NODE",
             ")",
             *enroot_reference(),
-            "if srun --help 2>/dev/null | grep -q -- '--container-image'; then",
+            "srun_help=$(srun --help 2>/dev/null) || srun_help=",
+            "if grep -q -- '--container-image' <<< \"$srun_help\"; then",
             '  enroot_image=$(enroot_reference "$image") || exit 1',
             '  echo "gpuprov: pyxis: srun --container-image=$enroot_image"',
             '  in_image=(--container-image="$enroot_image" --container-mounts="$workdir:$workdir" '
             '--container-workdir="$workdir")',
+            # The user's home, as SSH launching's --image and the engine path mount it: enroot mounts it only
+            # where its config sets ENROOT_MOUNT_HOME (off by default), and the image's own is read-only.
+            "  if grep -q -- '--container-mount-home' <<< \"$srun_help\"; then",
+            "    in_image+=(--container-mount-home)",
+            "  fi",
             "  node_wrap=()",
             "else",
             '  echo "gpuprov: no pyxis in this Slurm: each node\'s container engine runs $image"',
