@@ -22,7 +22,7 @@ from pathlib import Path
 from gpuprov import console, host_options, hosts, interrupts, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.launch import environments, jobs, launchers, push, sbatch, slurm_gpus, slurm_nodes, stream
-from gpuprov.launch.environments.container_image import ContainerImage
+from gpuprov.launch.environments.container_image import HOST_PYTHON, ContainerImage
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
 
 CONTROLLER_GROUP = "slurm_controller"
@@ -85,9 +85,11 @@ def default_partition(client: ssh.Client, controller: str) -> slurm_nodes.Partit
     return part
 
 
-def _python() -> str:
-    """The environment's python on the hosts (Slurm starts the job: no preflight asked them)."""
-    return environments.by_name(environments.DEFAULT).default_python
+def _python(opts: LaunchOptions) -> str:
+    """The python that receives the job's files on the hosts (Slurm starts the job: no preflight asked
+    them): with --image the host's python3 (receive.py needs only the standard library; the nodes of a
+    pyxis cluster need no gpuprov env), else the environment's."""
+    return HOST_PYTHON if opts.image else environments.by_name(environments.DEFAULT).default_python
 
 
 def _image_python(opts: LaunchOptions, controller: hosts.Host) -> str:
@@ -159,13 +161,12 @@ def _record(
     opts: LaunchOptions, targets: list[hosts.Host], part: slurm_nodes.Partition, payload: push.Payload
 ) -> jobs.Job:
     """The job's record, saved as starting: the controller first, then the partition's nodes."""
+    python = _python(opts)
     job = jobs.Job(
         id=jobs.new_id(),
         script=payload.script_rel,
         args=list(opts.script_args),
-        hosts=[
-            jobs.JobHost.of(h, python=_python(), node_rank=rank, nproc=1) for rank, h in enumerate(targets)
-        ],
+        hosts=[jobs.JobHost.of(h, python=python, node_rank=rank, nproc=1) for rank, h in enumerate(targets)],
         master=f"{part.name}:{opts.master_port or DEFAULT_MASTER_PORT}",
         detach=opts.detach,
         grace_s=opts.grace_s,
@@ -195,7 +196,7 @@ def _push_and_submit(
     controller = targets[0].name
     renamed = " ".join(f"{node}={name}" for node, name in names.items())
     try:
-        _push_all(targets, ctl, controller, job, payload, text)
+        _push_all(targets, ctl, controller, job, payload, text, job.hosts[0].python)
         exclude = f"--exclude={shlex.quote(','.join(excluded))} " if excluded else ""
         submitted = ssh.run(
             ctl,
@@ -239,23 +240,24 @@ def _push_all(
     job: jobs.Job,
     payload: push.Payload,
     text: str,
+    python: str,
 ) -> None:
     def one(host: hosts.Host) -> None:
         extra = {SBATCH_FILE: text.encode()}
         if host.name == controller:
-            _deliver(host.name, ctl, job.remote_dir, payload, extra)
+            _deliver(host.name, ctl, job.remote_dir, payload, extra, python)
             return
         with _connected(host) as client:
-            _deliver(host.name, client, job.remote_dir, payload, extra)
+            _deliver(host.name, client, job.remote_dir, payload, extra, python)
 
     ssh.values(ssh.fan_out(targets, one))
 
 
 def _deliver(
-    host: str, client: ssh.Client, job_dir: str, payload: push.Payload, extra: dict[str, bytes]
+    host: str, client: ssh.Client, job_dir: str, payload: push.Payload, extra: dict[str, bytes], python: str
 ) -> None:
     """Copy the job's files to the host; Slurm starts the job, so the push's channel starts nothing."""
-    push.push(host, client, _python(), job_dir, payload, extra).cancel()
+    push.push(host, client, python, job_dir, payload, extra).cancel()
 
 
 # ----- following ---------------------------------------------------------------------------------------

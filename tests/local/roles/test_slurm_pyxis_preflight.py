@@ -27,6 +27,7 @@ def case(family: str = "Debian", release: str = "22.05", **settings: Any) -> dic
         "__slurm_distribution_release": release,
         "slurm_pyxis_enroot_version": "4.1.2",
         "slurm_pyxis_version": "0.24.0",
+        "slurm_pyxis_container_toolkit_version": "1.18.0",
         "slurm_pyxis_checksums": DEB if family == "Debian" else RPM,
         **settings,
     }
@@ -45,6 +46,8 @@ CASES: dict[str, dict[str, Any]] = {
     "site-slurm": case(release="19.05", slurm_package_repository="https://repo.example.com/slurm jammy main"),
     "unlocked": case(slurm_pyxis_version=""),
     "ppc": case(arch="ppc64le"),
+    "no-toolkit": case(slurm_pyxis_container_toolkit_version=""),
+    "hook-off": case(slurm_pyxis_gpu_hook=False, slurm_pyxis_container_toolkit_version=""),
 }  # fmt: skip
 
 
@@ -80,6 +83,7 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseResult]:
         ("arm", "['enroot_4.1.2-1_arm64.deb', 'enroot+caps_4.1.2-1_arm64.deb']"),
         ("no-caps", "['enroot_4.1.2-1_amd64.deb']"),
         ("site-slurm", "['enroot_4.1.2-1_amd64.deb', 'enroot+caps_4.1.2-1_amd64.deb']"),
+        ("hook-off", "['enroot_4.1.2-1_amd64.deb', 'enroot+caps_4.1.2-1_amd64.deb']"),
     ],
 )
 def test_every_file_has_its_checksum_and_the_host_passes(
@@ -97,6 +101,7 @@ def test_every_file_has_its_checksum_and_the_host_passes(
         ("focal", "Slurm 20.02 or later (this host's: 19.05)"),
         ("unlocked", "are '4.1.2' and ''"),
         ("ppc", "a CPU of x86_64, aarch64 (is ppc64le)"),
+        ("no-toolkit", "gpu_stack.container_toolkit_version X.Y.Z for nvidia-container-cli (is '')"),
     ],
 )
 def test_refused_before_anything_in_one_line(checked: dict[str, CaseResult], name: str, says: str) -> None:

@@ -20,8 +20,9 @@ from gpuprov.launch.environments import container_slurm
 RECORDED_ENROOT = Path(__file__).parents[2] / "recorded" / "enroot"
 
 IMAGE = "registry.sandbox:5000/gpuprov/torch-cpu@sha256:" + "ab" * 32
-# The option as pyxis's README documents it (srun --help shows it under "Options provided by plugins").
-PYXIS_HELP = "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n"
+RECORDED_PYXIS = Path(__file__).parents[2] / "recorded" / "pyxis"
+# srun --help with pyxis 0.24.0 loaded (recorded in a sandbox node: tests/recorded/pyxis/README.md).
+PYXIS_HELP = (RECORDED_PYXIS / "srun-help-pyxis-0.24.0-slurm-22.05.8.txt").read_text()
 
 FAKE_SRUN = r"""#!/bin/bash
 if [ "$1" = --help ]; then printf '%s' "$FAKE_SRUN_HELP"; exit 0; fi
@@ -72,9 +73,15 @@ def test_pyxis_starts_each_task_in_the_image(tmp_path: Path) -> None:
     work = str(tmp_path)
     assert srun.startswith(
         f"srun --kill-on-bad-exit=1 --label --ntasks-per-node=1 --chdir={work} --container-image={IMAGE} "
-        f"--container-mounts={work}:{work} --container-workdir={work} bash -c "
+        f"--container-mounts={work}:{work} --container-workdir={work} --container-mount-home bash -c "
     )  # bash -c: the task's own environment first (templates/slurm-node-routes.sh.j2), inside the image
     assert " gpuprov-node python3 -m torch.distributed.run " in srun
+
+
+def test_a_pyxis_without_the_home_option_is_not_asked_for_it(tmp_path: Path) -> None:
+    # Only the image option listed (a pyxis built before the home option, or trimmed help).
+    (srun,) = run_script(tmp_path, "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n")
+    assert "--container-image=" in srun and "--container-mount-home" not in srun
 
 
 def test_without_pyxis_each_node_runs_its_engine_and_removes_the_container(tmp_path: Path) -> None:
@@ -88,15 +95,48 @@ def test_without_pyxis_each_node_runs_its_engine_and_removes_the_container(tmp_p
     assert run == (
         "docker run --rm --name gpuprov-slurm-77-0 --sig-proxy=false --init --pull never --network host "
         "--ipc host --ulimit stack=67108864 --user "
-        f"{os.getuid()}:{os.getgid()} --env HOME={tmp_path} --env FOO "
-        "--env TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE --env GLOO_SOCKET_IFNAME --env PET_LOCAL_ADDR "
-        "--env PET_RDZV_CONF "
+        f"{os.getuid()}:{os.getgid()} --env HOME={tmp_path} "
         f"--volume {tmp_path}:{tmp_path} "
         f"--volume {tmp_path}:{tmp_path} --workdir {tmp_path} "
-        f"{IMAGE} python3 -m torch.distributed.run --nnodes 1 --nproc-per-node 1 --rdzv-backend c10d "
+        f'{IMAGE} bash -c . "$1"; shift; exec "$@" gpuprov-env {tmp_path}/.gpuprov-env-77-0 '
+        "python3 -m torch.distributed.run --nnodes 1 --nproc-per-node 1 --rdzv-backend c10d "
         "--rdzv-endpoint 10.0.0.1:29500 --rdzv-id 77 --max-restarts 0 --tee 3 train.py"
     )
     assert remove == "docker rm -f gpuprov-slurm-77-0"
+    assert not (tmp_path / ".gpuprov-env-77-0").exists()  # removed with the container
+
+
+# An engine whose `run` runs the command after the image with an empty environment (a container has only
+# what it is given), and a sudo that keeps none of the caller's variables (sudoers' default env_reset).
+FAKE_RUNNING_ENGINE = r"""#!/bin/bash
+[ "$1" = run ] || exit 0
+while [ "$1" != IMG ]; do shift; done; shift
+exec env -i PATH=/usr/bin:/bin "$@"
+"""
+FAKE_RESET_SUDO = '#!/bin/bash\nshift; exec env -i PATH="$PATH" "$@"\n'
+
+
+def test_the_jobs_variables_reach_the_container_through_sudo(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {"podman": FAKE_RUNNING_ENGINE, "sudo": FAKE_RESET_SUDO}.items():
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    for tool in ("id", "grep", "ls", "env", "hostname", "rm"):
+        (bin_dir / tool).symlink_to(str(shutil.which(tool)))
+    value = 'it\'s "quoted" $HOME\nand two lines'
+    script = container_slurm.node_script(["FOO", "UNSET_ONE"])
+    show = 'printf "%s|" "$FOO" "${UNSET_ONE-unset}"; stat -c %a "$1"'
+    done = subprocess.run(
+        [str(shutil.which("bash")), "-c", script, "gpuprov-node", "IMG", "bash", "-c", show, "x",
+         str(tmp_path / ".gpuprov-env-5-1")],
+        env={"PATH": str(bin_dir), "HOME": str(tmp_path), "SLURM_JOB_ID": "5", "SLURM_NODEID": "1",
+             "FOO": value},
+        cwd=tmp_path, capture_output=True, text=True, timeout=20,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{value}|unset|600\n"  # as set, unset stays unset, the file only the user's
+    assert not (tmp_path / ".gpuprov-env-5-1").exists()
 
 
 @pytest.mark.parametrize("image", ["", IMAGE])
@@ -193,7 +233,7 @@ def start_node(tmp_path: Path, engine: str, env: dict[str, str]) -> tuple[subpro
     for name, body in fakes.items():
         (bin_dir / name).write_text(body)
         (bin_dir / name).chmod(0o755)
-    for tool in ("id", "grep", "ls", "sleep", "cat", "basename", "hostname"):  # no other engine on PATH
+    for tool in ("id", "grep", "ls", "sleep", "cat", "basename", "hostname", "rm"):  # no other engine on PATH
         (bin_dir / tool).symlink_to(str(shutil.which(tool)))
     log = tmp_path / "log"
     base = {"PATH": str(bin_dir), "HOME": str(tmp_path), "FAKE_LOG": str(log), "SLURM_JOB_ID": "77",

@@ -94,9 +94,24 @@ def engine_choice() -> list[str]:
     ]
 
 
+def env_file(env_names: list[str]) -> list[str]:
+    """Bash that writes the job's variables that are set to $envfile (0600, in the mounted job directory)
+    as bash `export` lines, which the container sources before the command.
+
+    Not `--env NAME`: under `sudo -n ENGINE` sudo's default env_reset drops them before the engine's
+    client reads them (sudoers(5), env_reset). Not `--env-file`: Docker takes a value as written (its
+    opts/envfile.go) and newer Podman strips quotes and reads multi-line values (podman's env-file option
+    page), so one file would mean two things. Not `--env NAME=VALUE`: values would show in `ps`."""
+    return [
+        "envfile=$PWD/.gpuprov-env-$SLURM_JOB_ID-$SLURM_NODEID",
+        f"( umask 077; for n in {' '.join(env_names)}; do",
+        '  if [ -n "${!n+x}" ]; then printf \'export %s=%q\\n\' "$n" "${!n}"; fi',
+        'done > "$envfile" )',
+    ]
+
+
 def node_script(env_names: list[str]) -> str:
     """The engine path's task on one node: `bash -c SCRIPT gpuprov-node IMAGE COMMAND...`."""
-    passed = " ".join(f"--env {name}" for name in env_names)
     return "\n".join(
         [
             "set -euo pipefail",
@@ -111,7 +126,9 @@ def node_script(env_names: list[str]) -> str:
             'case "$security" in *name=selinux*) flags="$flags --security-opt label=disable" ;; esac',
             *gpu_selection(),
             "name=gpuprov-slurm-$SLURM_JOB_ID-$SLURM_NODEID",
-            'remove() { "${run[@]}" rm -f "$name" >/dev/null 2>&1 || true; }',
+            *env_file(env_names),
+            'remove() { "${run[@]}" rm -f "$name" >/dev/null 2>&1 || true; '
+            'rm -f "$envfile" 2>/dev/null || true; }',
             # Bounded: SIGTERM, SIGKILL after STOP_SECONDS; an unbounded wait would outlast KillWait.
             'stopping() { trap "" TERM INT; "${run[@]}" stop -t '
             + str(STOP_SECONDS)
@@ -120,8 +137,9 @@ def node_script(env_names: list[str]) -> str:
             "trap 'stopping 143' TERM",
             "trap 'stopping 130' INT",
             '"${run[@]}" run --rm --name "$name" --sig-proxy=false $flags ${gpu_args[@]+"${gpu_args[@]}"} '
-            f'--user "$(id -u):$(id -g)" --env HOME="$HOME" {passed} --volume "$HOME:$HOME" '
-            '--volume "$PWD:$PWD" --workdir "$PWD" "$image" "$@" &',
+            '--user "$(id -u):$(id -g)" --env HOME="$HOME" --volume "$HOME:$HOME" '
+            '--volume "$PWD:$PWD" --workdir "$PWD" "$image" bash -c \'. "$1"; shift; exec "$@"\' gpuprov-env '
+            '"$envfile" "$@" &',
             'code=0; wait $! || code=$? ; exit "$code"',
         ]
     )
@@ -140,11 +158,17 @@ def block(job: SbatchJob, workdir_expr: str, env_names: list[str]) -> str:
             "GPUPROV_NODE",
             ")",
             *enroot_reference(),
-            "if srun --help 2>/dev/null | grep -q -- '--container-image'; then",
+            "srun_help=$(srun --help 2>/dev/null) || srun_help=",
+            "if grep -q -- '--container-image' <<< \"$srun_help\"; then",
             '  enroot_image=$(enroot_reference "$image") || exit 1',
             '  echo "gpuprov: pyxis: srun --container-image=$enroot_image"',
             '  in_image=(--container-image="$enroot_image" --container-mounts="$workdir:$workdir" '
             '--container-workdir="$workdir")',
+            # The user's home, as SSH launching's --image and the engine path mount it: enroot mounts it only
+            # where its config sets ENROOT_MOUNT_HOME (off by default), and the image's own is read-only.
+            "  if grep -q -- '--container-mount-home' <<< \"$srun_help\"; then",
+            "    in_image+=(--container-mount-home)",
+            "  fi",
             "  node_wrap=()",
             "else",
             '  echo "gpuprov: no pyxis in this Slurm: each node\'s container engine runs $image"',
