@@ -14,7 +14,10 @@ keyed on everything Ansible's loader reads for them, and reuses them without imp
 Only what is fully determined by those is kept; anything else is loaded every time, as before: an inventory
 directory, an executable file (Ansible runs it as an inventory script), a YAML inventory naming a `plugin:`
 (dynamic), any file with a template (`{{`, `{%`: a lookup can read anything) or vault data, a host with a
-become password (no secret is written here), and a load that gave warnings (they are shown every time).
+become password (no secret is written here), a load that gave warnings (they are shown every time), and
+any setup where a vars plugin besides Ansible's host_group_vars may run (vars plugins enabled or a plugin
+path given in the configuration or environment, or a file in Ansible's default vars plugin folders):
+such a plugin may read anything.
 A cache file that cannot be read or written only costs the full load.
 """
 
@@ -38,6 +41,11 @@ FORMAT = 1  # bump when the stored record changes shape
 _DYNAMIC_YAML = re.compile(rb"^plugin\s*:", re.MULTILINE)
 _NOT_KEPT = (b"{{", b"{%", b"$ANSIBLE_VAULT")
 _CONFIG_FILES = ("ansible.cfg", "~/.ansible.cfg", "/etc/ansible/ansible.cfg")
+# Where a vars plugin other than host_group_vars could come from (Ansible's DEFAULT_VARS_PLUGIN_PATH and
+# VARS_PLUGINS_ENABLED, as environment variables and ansible.cfg keys).
+_VARS_PLUGIN_FOLDERS = ("~/.ansible/plugins/vars", "/usr/share/ansible/plugins/vars")
+_VARS_PLUGIN_SETTINGS = ("ANSIBLE_VARS_PLUGINS", "ANSIBLE_VARS_ENABLED")
+_VARS_PLUGIN_KEYS = (b"vars_plugins", b"vars_plugins_enabled")
 
 
 def load(path: Path | str, limit: str | None = None) -> hosts.Inventory:
@@ -73,8 +81,11 @@ def _key(path: Path, limit: str | None) -> str | None:
         return None
     if any(marker in data for data in files.values() for marker in _NOT_KEPT):
         return None
+    context = _context(path, limit)
+    if _other_vars_plugins(context):
+        return None
     digest = hashlib.sha256()
-    for name, data in [*sorted(files.items()), *_context(path, limit)]:
+    for name, data in [*sorted(files.items()), *context]:
         digest.update(f"{name}\0{len(data)}\0".encode())
         digest.update(data)
     return digest.hexdigest()
@@ -97,6 +108,22 @@ def _context(path: Path, limit: str | None) -> list[tuple[str, bytes]]:
             with contextlib.suppress(OSError):
                 parts.append((name, Path(name).expanduser().read_bytes()))
     return parts
+
+
+def _other_vars_plugins(context: list[tuple[str, bytes]]) -> bool:
+    """Whether a vars plugin besides host_group_vars may run: its output is not in the key."""
+    if any(os.environ.get(name) for name in _VARS_PLUGIN_SETTINGS):
+        return True
+    configs = [
+        data for name, data in context if name.endswith(".cfg") or name == os.environ.get("ANSIBLE_CONFIG")
+    ]
+    if any(key in data for data in configs for key in _VARS_PLUGIN_KEYS):
+        return True
+    for folder in _VARS_PLUGIN_FOLDERS:
+        with contextlib.suppress(OSError):
+            if any(Path(folder).expanduser().iterdir()):
+                return True
+    return False
 
 
 def _ansible_release() -> str:
