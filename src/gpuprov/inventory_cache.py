@@ -74,9 +74,8 @@ def _key(path: Path, limit: str | None) -> str | None:
             return None
         files = {"inventory": inventory}
         for folder in ("group_vars", "host_vars"):
-            for file in sorted((path.parent / folder).rglob("*")):
-                if file.is_file():
-                    files[str(file.relative_to(path.parent))] = file.read_bytes()
+            for file in _files_below(path.parent / folder):
+                files[str(file.relative_to(path.parent))] = file.read_bytes()
     except OSError:
         return None
     if any(marker in data for data in files.values() for marker in _NOT_KEPT):
@@ -89,6 +88,21 @@ def _key(path: Path, limit: str | None) -> str | None:
         digest.update(f"{name}\0{len(data)}\0".encode())
         digest.update(data)
     return digest.hexdigest()
+
+
+def _files_below(folder: Path) -> list[Path]:
+    """Every file under folder, through linked folders too (Ansible's vars plugin follows them; pathlib's
+    rglob does not before Python 3.13); a folder reached twice (a link loop) is read once."""
+    found: list[Path] = []
+    seen: set[str] = set()
+    for root, folders, names in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            folders.clear()
+            continue
+        seen.add(real)
+        found += [Path(root, name) for name in names if os.path.isfile(os.path.join(root, name))]
+    return sorted(found)
 
 
 def _context(path: Path, limit: str | None) -> list[tuple[str, bytes]]:

@@ -173,3 +173,17 @@ def test_another_vars_plugin_may_read_anything_so_nothing_is_kept(
     inventory_cache.load(inventory)
     inventory_cache.load(inventory)
     assert len(loads) == 2
+
+
+def test_a_file_in_a_linked_folder_is_part_of_the_key(tmp_path: Path, state: Path, loads: list[str]) -> None:
+    shared = tmp_path / "shared" / "site"
+    shared.mkdir(parents=True)
+    (shared / "site.yml").write_text("gpuprov_site: a\n")
+    root = tmp_path / "c"
+    inventory = cluster(root)
+    (root / "group_vars" / "gpu_nodes").symlink_to(shared, target_is_directory=True)
+    (shared / "loop").symlink_to(shared, target_is_directory=True)  # a loop is read once
+    assert inventory_cache.load(inventory).hosts[0].vars["gpuprov_site"] == "a"
+    (shared / "site.yml").write_text("gpuprov_site: b\n")
+    assert inventory_cache.load(inventory).hosts[0].vars["gpuprov_site"] == "b"
+    assert len(loads) == 2
