@@ -24,6 +24,11 @@ Three costs of each run:
               serve; where no cgroup can be made, the children's rusage (which misses daemonised ssh);
   nodes       CPU seconds of the node containers the run targets, from each container's cgroup counters
               (found from its init process's /proc/PID/cgroup), divided per host.
+Beside them: the task results Ansible reported per host (ok, skipped, failed, unreachable, ignored: stock's
+recap lines, gpuprov's --json summary) and the controller CPU per task result, so that the controller ratio
+shows as its two factors (results per host x CPU per result, each against stock's); and the CPU seconds of
+gpuprov's own process (ansible-runner reading the events, the display: `gpuprov` is run through a wrapper
+that prints its RUSAGE_SELF at exit).
 
 Every measured run must be a real no-op (exit 0, changed=0 and failed=0 on every host), or the script stops.
 SSH connections: stock and gpuprov use Ansible's default control path (~/.ansible/cp), so each run finds the
