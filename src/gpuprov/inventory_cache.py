@@ -111,7 +111,7 @@ def _context(path: Path, limit: str | None) -> list[tuple[str, bytes]]:
         ("format", str(FORMAT).encode()),
         ("path", str(path.resolve()).encode()),
         ("limit", repr(limit).encode()),
-        ("user", getpass.getuser().encode()),
+        ("user", _user().encode()),
         ("home", str(Path.home()).encode()),
         ("env", json.dumps(sorted((k, v) for k, v in os.environ.items() if k[:8] == "ANSIBLE_")).encode()),
     ]
@@ -138,6 +138,15 @@ def _other_vars_plugins(context: list[tuple[str, bytes]]) -> bool:
             if any(Path(folder).expanduser().iterdir()):
                 return True
     return False
+
+
+def _user() -> str:
+    """The login name hosts.py defaults ansible_user to; '' where there is none (a uid without a passwd
+    entry), which a load then reports if a host needs it."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
 
 
 def _ansible_release() -> str:
