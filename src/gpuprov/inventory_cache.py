@@ -112,7 +112,7 @@ def _context(path: Path, limit: str | None) -> list[tuple[str, bytes]]:
         ("path", str(path.resolve()).encode()),
         ("limit", repr(limit).encode()),
         ("user", _user().encode()),
-        ("home", str(Path.home()).encode()),
+        ("home", os.path.expanduser("~").encode()),
         ("env", json.dumps(sorted((k, v) for k, v in os.environ.items() if k[:8] == "ANSIBLE_")).encode()),
     ]
     config = [os.environ.get("ANSIBLE_CONFIG", ""), *_CONFIG_FILES]
