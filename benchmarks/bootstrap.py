@@ -24,6 +24,11 @@ Three costs of each run:
               serve; where no cgroup can be made, the children's rusage (which misses daemonised ssh);
   nodes       CPU seconds of the node containers the run targets, from each container's cgroup counters
               (found from its init process's /proc/PID/cgroup), divided per host.
+Beside them: the task results Ansible reported per host (ok, skipped, failed, unreachable, ignored: stock's
+recap lines, gpuprov's --json summary) and the controller CPU per task result, so that the controller ratio
+shows as its two factors (results per host x CPU per result, each against stock's); and the CPU seconds of
+gpuprov's own process (ansible-runner reading the events, the display: `gpuprov` is run through a wrapper
+that prints its RUSAGE_SELF at exit).
 
 Every measured run must be a real no-op (exit 0, changed=0 and failed=0 on every host), or the script stops.
 SSH connections: stock and gpuprov use Ansible's default control path (~/.ansible/cp), so each run finds the
@@ -74,7 +79,12 @@ CONTROLLER_CPU_TARGET = 1 / 2  # controller CPU per host, tool / stock, 4 hosts
 SPEEDUP_TARGET = 2.0  # stock wall / tool wall, 4 hosts
 FLAT_TARGET = 1.25  # per-host CPU on 4 hosts / per-host CPU on 1 host
 FANOUT_TARGET = 1.5  # wall on 4 hosts / wall on 1 host (issue 5)
-RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+RECAP = re.compile(
+    r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)"
+    r"\s+rescued=\d+\s+ignored=(\d+)",
+    re.M,
+)
+COUNTED = ("ok", "failed", "unreachable", "skipped", "ignored")  # a task result each (changed is within ok)
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,8 @@ class Cost:
     wall: float  # seconds
     controller: float  # CPU seconds on this machine, every process of the run
     nodes: float  # CPU seconds on the nodes the run targets, all of them together
+    results: int = 0  # task results Ansible reported (ok, skipped, failed...), every host together
+    own: float = 0.0  # CPU seconds of gpuprov's own process (ansible-runner reading the events, the display)
 
 
 @dataclass
@@ -176,14 +188,44 @@ def run(argv: Sequence[str], env: dict[str, str], log: Path) -> tuple[int, str]:
 # ----- the measured commands ---------------------------------------------------------------------------
 
 
+# `gpuprov ARGS` as its entry point runs it, printing its own process's CPU seconds (not its children's:
+# ansible-playbook, its workers, ssh) on stderr at exit, to show what ansible-runner's event handling costs.
+OWN_CPU = "GPUPROV_OWN_CPU"
+WITH_OWN_CPU = (
+    "import atexit, resource, sys\n"
+    "def own():\n"
+    "    u = resource.getrusage(resource.RUSAGE_SELF)\n"
+    f"    print('{OWN_CPU}', u.ru_utime + u.ru_stime, file=sys.stderr)\n"
+    "atexit.register(own)\n"
+    "sys.argv[0] = 'gpuprov'\n"
+    "from gpuprov.cli import main\n"
+    "main()\n"
+)
+
+
+def own_cpu(log: Path) -> float:
+    found = re.findall(rf"{OWN_CPU} (\S+)$", log.read_text(), re.M)
+    return float(found[-1]) if found else 0.0
+
+
 def gpuprov_argv(bench: Bench, tool: str, hosts: int) -> list[str]:
-    argv = [str(BIN / "gpuprov"), "bootstrap", str(bench.inventory), "-e", f"@{bench.lock}", "--json"]
+    argv = [
+        str(BIN / "python"),
+        "-c",
+        WITH_OWN_CPU,
+        "bootstrap",
+        str(bench.inventory),
+        "-e",
+        f"@{bench.lock}",
+        "--json",
+    ]
     if tool == "mitogen":
         argv += ["--strategy", "mitogen"]
     return argv + (["--limit", "node1"] if hosts == 1 else [])
 
 
-def check_gpuprov(label: str, code: int, output: str, log: Path, hosts: int) -> None:
+def check_gpuprov(label: str, code: int, output: str, log: Path, hosts: int) -> int:
+    """Stops unless the run was a no-op on every host; returns its task results (every host together)."""
     if code != 0:
         raise SystemExit(f"{label}: gpuprov bootstrap exited {code}; see {log}")
     start = re.search(r"^\{$", output, re.M)  # --json: the summary, after any plain progress lines
@@ -197,6 +239,7 @@ def check_gpuprov(label: str, code: int, output: str, log: Path, hosts: int) -> 
     for host, counts in summary["hosts"].items():
         if counts["changed"] or counts["failed"] or counts["unreachable"]:
             raise SystemExit(f"{label}: not a no-op on {host}: {counts}; see {log}")
+    return sum(counts[k] for counts in summary["hosts"].values() for k in COUNTED)
 
 
 def stock_argv(bench: Bench, hosts: int) -> list[str]:
@@ -211,7 +254,8 @@ def stock_env(bench: Bench) -> dict[str, str]:
     return {**bench.env, "ANSIBLE_CONFIG": str(empty), "ANSIBLE_ROLES_PATH": str(REPO / "roles")}
 
 
-def check_stock(label: str, code: int, output: str, log: Path, hosts: int) -> None:
+def check_stock(label: str, code: int, output: str, log: Path, hosts: int) -> int:
+    """Stops unless the run was a no-op on every host; returns its task results (every host together)."""
     recap = {m[1]: (int(m[3]), int(m[4]), int(m[5])) for m in RECAP.finditer(output)}
     if code != 0 or len(recap) < hosts:
         raise SystemExit(f"{label}: ansible-playbook exited {code}; see {log}")
@@ -220,6 +264,8 @@ def check_stock(label: str, code: int, output: str, log: Path, hosts: int) -> No
             raise SystemExit(
                 f"{label}: not a no-op on {host} (changed, unreachable, failed = {counts}); see {log}"
             )
+    # ok, unreachable, failed, skipped, ignored of each host's recap line
+    return sum(int(m[i]) for m in RECAP.finditer(output) for i in (2, 4, 5, 6, 7))
 
 
 def measure(bench: Bench, tool: str, hosts: int, label: str) -> Cost:
@@ -231,8 +277,8 @@ def measure(bench: Bench, tool: str, hosts: int, label: str) -> Cost:
         argv, env, check = gpuprov_argv(bench, tool, hosts), bench.env, check_gpuprov
     with measured(bench, targets) as result:
         code, output = run(argv, env, log)
-    check(label, code, output, log, hosts)
-    cost = Cost(*result)
+    results = check(label, code, output, log, hosts)
+    cost = Cost(result[0], result[1], result[2], results=results, own=own_cpu(log))
     bench.samples.setdefault((tool, hosts), []).append(cost)
     return cost
 
@@ -254,7 +300,11 @@ def profile(bench: Bench, top: int) -> None:
 
 def median(bench: Bench, tool: str, hosts: int) -> Cost:
     costs = bench.samples[(tool, hosts)]
-    return Cost(*(statistics.median(getattr(c, f) for c in costs) for f in ("wall", "controller", "nodes")))
+    wall, controller, nodes = (
+        statistics.median(getattr(c, f) for c in costs) for f in ("wall", "controller", "nodes")
+    )
+    results = round(statistics.median(c.results for c in costs))
+    return Cost(wall, controller, nodes, results, statistics.median(c.own for c in costs))
 
 
 def print_rows(rows: Sequence[tuple[str, ...]], right: set[int]) -> None:
@@ -269,7 +319,8 @@ def print_rows(rows: Sequence[tuple[str, ...]], right: set[int]) -> None:
 
 def table(bench: Bench, tools: Sequence[str], repeat: int) -> bool:
     rows = [("no-op re-run, median of " + str(repeat), "hosts", "wall s", "ctl CPU s", "ctl/host",
-             "node/host", "x wall", "x ctl/host", "x node/host")]  # fmt: skip
+             "node/host", "x wall", "x ctl/host", "x node/host", "results/host",
+             "ctl ms/result")]  # fmt: skip
     for hosts in (NODES, 1):
         stock = median(bench, "stock", hosts)
         for tool in tools:
@@ -277,10 +328,13 @@ def table(bench: Bench, tools: Sequence[str], repeat: int) -> bool:
             rows.append((TOOLS[tool], str(hosts), f"{m.wall:.1f}", f"{m.controller:.1f}",
                          f"{m.controller / hosts:.1f}", f"{m.nodes / hosts:.1f}",
                          f"{stock.wall / m.wall:.2f}", f"{m.controller / stock.controller:.2f}",
-                         f"{m.nodes / stock.nodes:.2f}"))  # fmt: skip
-    print_rows(rows, right=set(range(1, 9)))
+                         f"{m.nodes / stock.nodes:.2f}", f"{m.results / hosts:.0f}",
+                         f"{1000 * m.controller / max(m.results, 1):.0f}"))  # fmt: skip
+    print_rows(rows, right=set(range(1, 11)))
     print("(CPU in seconds; x wall: stock's wall / this one's, so 2.00 is twice as fast; x ctl/host and "
-          "x node/host: this one's CPU / stock's, same hosts)")  # fmt: skip
+          "x node/host: this one's CPU / stock's, same hosts; results/host: task results Ansible reported "
+          "per host, skipped ones included; ctl ms/result: controller CPU per task result)")  # fmt: skip
+    reason(bench, tools)
 
     met = True
     checks = [(f"measure, {NODES} hosts unless said", "tool", "value", "target", "ok")]
@@ -312,6 +366,24 @@ def table(bench: Bench, tools: Sequence[str], repeat: int) -> bool:
         for (tool, hosts), costs in bench.samples.items()
     ))  # fmt: skip
     return met
+
+
+def reason(bench: Bench, tools: Sequence[str]) -> None:
+    """Why the controller ratio is where it is: results per host times CPU per result, each / stock's."""
+    stock = median(bench, "stock", NODES)
+    for tool in (t for t in tools if t != "stock"):
+        m = median(bench, tool, NODES)
+        count = m.results / max(stock.results, 1)
+        per_result = (m.controller / max(m.results, 1)) / (stock.controller / max(stock.results, 1))
+        print(
+            f"controller CPU per host, {TOOLS[tool]} / stock's on {NODES} hosts = task results "
+            f"{count:.2f} x CPU per result {per_result:.2f} = {count * per_result:.2f} (target "
+            f"{CONTROLLER_CPU_TARGET:.2f}; both play the same roles: fewer tasks in a role lower both runs)"
+        )
+        print(
+            f"  of it, {TOOLS[tool]}'s own process (ansible-runner reading the events, the display): "
+            f"{m.own:.1f} CPU s on {NODES} hosts, {m.own / max(m.controller, 1e-9):.0%} of its controller CPU"
+        )
 
 
 def main() -> int:

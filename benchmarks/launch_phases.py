@@ -5,7 +5,9 @@
 
 Runs `gpuprov launch --nodes N SCRIPT` in this process (as the `gpuprov` command does: gpuprov.cli.main),
 once per repetition in a fresh Python each, and marks the moments the phases end by wrapping the functions
-that end them: imports (gpuprov.cli and its commands), inventory (hosts.load), each host's SSH connection
+that end them: imports (gpuprov.cli and its commands), inventory (inventory_cache.load: from the cache
+gpuprov keeps in the state dir from the second repetition on, as for a user's second launch of an
+unchanged inventory), each host's SSH connection
 (ssh.connect), preflight (preflight.run), plan (the scripts rendered), push (every host has its files),
 start (each host's agent started), first line (the first line of every host's rank). CPU is this
 process's (all its threads: paramiko's transport threads do the key exchange and the ciphers), from
@@ -37,7 +39,7 @@ def one_run(nodes: int, script: str, profile: int) -> None:
     def mark(name: str) -> None:
         marks.append((name, time.monotonic() - BEGAN, time.process_time() - BEGAN_CPU))
 
-    from gpuprov import cli, hosts, ssh
+    from gpuprov import cli, inventory_cache, ssh
     from gpuprov.launch import attached, flow, preflight, stream
 
     mark("imports")
@@ -55,7 +57,7 @@ def one_run(nodes: int, script: str, profile: int) -> None:
         setattr(owner, attr, wrapper)
 
     wrap(flow, "plan", "plan (scripts rendered)", before="click parsed, launch called")
-    wrap(hosts, "load", "inventory loaded")
+    wrap(inventory_cache, "load", "inventory loaded")
     wrap(ssh, "connect", "an SSH connection open")
     wrap(preflight, "run", "preflight done")
     wrap(flow, "_push_all", "push done (every host has its files)")

@@ -84,6 +84,18 @@ def load(path: Path | str, limit: str | None = None) -> Inventory:
 
     limit is an Ansible host pattern (as for --limit): only the hosts it matches are returned.
     """
+    inventory, warnings = load_with_warnings(path, limit)
+    show_warnings(inventory.path, warnings)
+    return inventory
+
+
+def show_warnings(path: Path, warnings: Sequence[str]) -> None:
+    for text in warnings:
+        console.warning(f"{path}: {text}")
+
+
+def load_with_warnings(path: Path | str, limit: str | None = None) -> tuple[Inventory, list[str]]:
+    """load(), with what Ansible warned about while loading returned instead of shown."""
     if not str(path).strip():
         # Path("") is ".": Ansible would read the current directory as an inventory and run its
         # executable files as inventory scripts.
@@ -98,9 +110,7 @@ def load(path: Path | str, limit: str | None = None) -> Inventory:
             raise BadInput(
                 f"{path}: a value nests too deeply (or a template refers to itself); simplify it"
             ) from None
-    for text in warnings:
-        console.warning(f"{path}: {text}")
-    return inventory
+    return inventory, warnings
 
 
 def _load(path: Path, limit: str | None) -> Inventory:

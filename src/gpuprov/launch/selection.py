@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Protocol
 
-from gpuprov import host_options, hosts
+from gpuprov import host_options, hosts, inventory_cache
 from gpuprov.errors import BadInput
 
 # A DNS name, an IPv4 address or an IPv6 one (bare or in brackets): no blanks, quotes or shell characters.
@@ -29,7 +29,8 @@ class HostChoice(Protocol):
 
 def chosen(opts: HostChoice) -> tuple[hosts.Inventory, list[hosts.Host]]:
     """The inventory (narrowed by --limit) and the hosts --hosts or --nodes pick from it."""
-    inventory = hosts.load(host_options.inventory_path(opts.inventory), opts.limit)
+    # Cached: an unchanged inventory is not parsed by Ansible again on every launch (inventory_cache.py).
+    inventory = inventory_cache.load(host_options.inventory_path(opts.inventory), opts.limit)
     return inventory, select(inventory, opts.nodes, opts.hosts, opts.limit)
 
 
