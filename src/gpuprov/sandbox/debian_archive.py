@@ -17,8 +17,9 @@ Recorded facts (Debian bookworm, https://packages.debian.org/bookworm/slurmd and
   openssh-client | ssh-client.
 - slurmdbd 22.05.8-4+deb12u3 is bookworm's (bookworm/main and bookworm-security, `apt-cache policy`,
   2026-11-26); it depends on slurm-wlm-basic-plugins, slurm-wlm-mysql-plugin, munge and ucf.
-- mariadb-server 1:10.11.19-0+deb12u1 is bookworm's (bookworm-security; bookworm/main has 1:10.11.18-0+deb12u1,
-  `apt-cache policy`, 2026-11-26); it depends on mariadb-client, mariadb-server-core, galera-4 and perl.
+- mariadb-server 1:10.11.19-0+deb12u1 is bookworm's (bookworm-security; bookworm/main has
+  1:10.11.18-0+deb12u1, `apt-cache policy`, 2026-11-26); it depends on mariadb-client, mariadb-server-core,
+  galera-4 and perl.
 - environment-modules 5.2.0-1 is bookworm's (bookworm/main, `apt-cache policy`, 2026-11-26); it depends on
   tcl8.6 and libtcl8.6.
 """
