@@ -285,7 +285,7 @@ def parse_job(text: str) -> SlurmState:
     return SlurmState(fields.get("JobState", "UNKNOWN"), fields.get("Reason", ""), code, batch)
 
 
-def job_state(ctl: ssh.Client, slurm_id: str, submitted: float = 0.0) -> SlurmState:
+def job_state(ctl: ssh.Client, slurm_id: str, submitted: float) -> SlurmState:
     """Slurm's state of the job; once slurmctld has forgotten it (MinJobAge), accounting's, else UNKNOWN with
     the reason as its Reason ("no accounting" where slurmdbd is not set up)."""
     shown = ssh.run(ctl, f"scontrol show job --oneliner {slurm_id}")
@@ -309,10 +309,10 @@ def say_if_queued(ctl: ssh.Client, job: jobs.Job) -> SlurmState:
     """For --detach: say so when the job waits in the queue (Slurm gives a reason within a few seconds)."""
     assert job.slurm_job_id is not None
     deadline = time.monotonic() + REASON_WAIT_S
-    state = job_state(ctl, job.slurm_job_id)
+    state = job_state(ctl, job.slurm_job_id, job.created)
     while state.state == "PENDING" and state.reason == "None" and time.monotonic() < deadline:
         time.sleep(POLL_S / 2)
-        state = job_state(ctl, job.slurm_job_id)
+        state = job_state(ctl, job.slurm_job_id, job.created)
     if state.state == "PENDING" and state.reason != "None":
         position = queue_position(ctl, job.slurm_job_id)
         console.info(
@@ -424,7 +424,7 @@ def watch(job: jobs.Job, ctl: ssh.Client, reader: OutputReader) -> SlurmState:
     assert job.slurm_job_id is not None
     said = ""
     while True:
-        state = job_state(ctl, job.slurm_job_id)
+        state = job_state(ctl, job.slurm_job_id, job.created)
         if state.state == "PENDING" and state.reason != "None":
             note = state.reason
             if note != said:
@@ -468,7 +468,7 @@ def cancel(job: jobs.Job, ctl: ssh.Client) -> SlurmState:
         raise GpuprovError(f"scancel {job.slurm_job_id} failed on {job.slurm_controller}: {done.last_line}")
     deadline = time.monotonic() + CANCEL_WAIT_S
     while True:
-        state = job_state(ctl, job.slurm_job_id)
+        state = job_state(ctl, job.slurm_job_id, job.created)
         if state.final or time.monotonic() > deadline:
             return state
         time.sleep(POLL_S)
