@@ -35,8 +35,9 @@ class NotKnown:
 def command(slurm_id: str, submitted: float) -> str:
     """The sacct call for one job's allocation (its batch and srun steps left out).
 
-    --starttime is given, a day before the submission (time zones), because sacct's default window starts at
-    midnight today in the releases where --jobs does not widen it (sacct(1), --starttime).
+    --starttime is given, a day before the submission (time zones): by default sacct looks at jobs since
+    midnight today ("Default is 00:00:00 of the current day": `sacct --help` of Debian 12's 22.05.8), so a
+    job of yesterday would not be found.
     """
     since = time.strftime("%Y-%m-%d", time.gmtime(max(0.0, submitted - _DAY_S)))
     return (
