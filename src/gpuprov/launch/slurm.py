@@ -24,6 +24,7 @@ from gpuprov.errors import BadInput, ExitCode, GpuprovError
 from gpuprov.launch import environments, jobs, launchers, push, sbatch, slurm_gpus, slurm_nodes, stream
 from gpuprov.launch.environments.container_image import HOST_PYTHON, ContainerImage
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, LaunchOptions
+from gpuprov.launch.schedulers import slurm_accounting
 
 CONTROLLER_GROUP = "slurm_controller"
 SBATCH_FILE = "job.sbatch"
@@ -286,19 +287,17 @@ def parse_job(text: str) -> SlurmState:
     return SlurmState(fields.get("JobState", "UNKNOWN"), fields.get("Reason", ""), code, batch)
 
 
-def job_state(ctl: ssh.Client, slurm_id: str) -> SlurmState:
+def job_state(ctl: ssh.Client, slurm_id: str, submitted: float) -> SlurmState:
+    """Slurm's state of the job; once slurmctld has forgotten it (MinJobAge), accounting's, else UNKNOWN with
+    the reason as its Reason ("no accounting" where slurmdbd is not set up)."""
     shown = ssh.run(ctl, f"scontrol show job --oneliner {slurm_id}")
     if shown.rc == 0:
         return parse_job(shown.stdout)
-    # Slurm forgets a finished job after MinJobAge (300 s): accounting, where it is kept, still knows it.
-    acct = ssh.run(
-        ctl, f"sacct --noheader --allocations --parsable2 --jobs {slurm_id} --format State,ExitCode"
-    )
-    line = acct.stdout.strip().splitlines()[0] if acct.rc == 0 and acct.stdout.strip() else ""
-    if "|" in line:
-        state, exit_code = line.split("|", 1)
-        return parse_job(f"JobState={state.split()[0]} ExitCode={exit_code}")
-    return SlurmState("UNKNOWN", "", None, None)
+    acct = ssh.run(ctl, slurm_accounting.command(slurm_id, submitted))
+    end = slurm_accounting.parse(slurm_id, acct.rc, acct.stdout, acct.stderr)
+    if isinstance(end, slurm_accounting.Ended):
+        return parse_job(f"JobState={end.state} ExitCode={end.exit_code}")
+    return SlurmState("UNKNOWN", end.why, None, None)
 
 
 def queue_position(ctl: ssh.Client, slurm_id: str) -> int | None:
@@ -312,10 +311,10 @@ def say_if_queued(ctl: ssh.Client, job: jobs.Job) -> SlurmState:
     """For --detach: say so when the job waits in the queue (Slurm gives a reason within a few seconds)."""
     assert job.slurm_job_id is not None
     deadline = time.monotonic() + REASON_WAIT_S
-    state = job_state(ctl, job.slurm_job_id)
+    state = job_state(ctl, job.slurm_job_id, job.created)
     while state.state == "PENDING" and state.reason == "None" and time.monotonic() < deadline:
         time.sleep(POLL_S / 2)
-        state = job_state(ctl, job.slurm_job_id)
+        state = job_state(ctl, job.slurm_job_id, job.created)
     if state.state == "PENDING" and state.reason != "None":
         position = queue_position(ctl, job.slurm_job_id)
         console.info(
@@ -427,7 +426,7 @@ def watch(job: jobs.Job, ctl: ssh.Client, reader: OutputReader) -> SlurmState:
     assert job.slurm_job_id is not None
     said = ""
     while True:
-        state = job_state(ctl, job.slurm_job_id)
+        state = job_state(ctl, job.slurm_job_id, job.created)
         if state.state == "PENDING" and state.reason != "None":
             note = state.reason
             if note != said:
@@ -471,7 +470,7 @@ def cancel(job: jobs.Job, ctl: ssh.Client) -> SlurmState:
         raise GpuprovError(f"scancel {job.slurm_job_id} failed on {job.slurm_controller}: {done.last_line}")
     deadline = time.monotonic() + CANCEL_WAIT_S
     while True:
-        state = job_state(ctl, job.slurm_job_id)
+        state = job_state(ctl, job.slurm_job_id, job.created)
         if state.final or time.monotonic() > deadline:
             return state
         time.sleep(POLL_S)
@@ -494,13 +493,21 @@ def refresh(job: jobs.Job) -> tuple[jobs.Job, str]:
     if job.state not in jobs.ACTIVE_STATES:
         return job, f"{job.state} (slurm {job.slurm_job_id})"
     with _connected(_controller(job)) as ctl:
-        state = job_state(ctl, job.slurm_job_id)
-    if state.final and state.state != "UNKNOWN":
+        state = job_state(ctl, job.slurm_job_id, job.created)
+    return job, _note_state(job, state)
+
+
+def _note_state(job: jobs.Job, state: SlurmState) -> str:
+    """Record a known end; the state `gpuprov jobs` shows."""
+    if state.state == "UNKNOWN":
+        # slurmctld has forgotten the job, so it ended at least MinJobAge ago; how, only accounting knew.
+        return f"unknown, {state.reason} (slurm {job.slurm_job_id})"
+    if state.final:
         codes: dict[str, int | None] = {state.batch_host or job.slurm_controller or "slurm": state.exit_code}
         ok = state.state == "COMPLETED" and state.exit_code == 0
         job.finish("succeeded" if ok else "stopped" if state.state == "CANCELLED" else "failed", codes)
     detail = f"{state.state.lower()}, {state.reason}" if state.state == "PENDING" else state.state.lower()
-    return job, f"{job.state} (slurm {job.slurm_job_id}: {detail})"
+    return f"{job.state} (slurm {job.slurm_job_id}: {detail})"
 
 
 def show_logs(job: jobs.Job, follow: bool) -> None:
@@ -527,12 +534,16 @@ def show_logs(job: jobs.Job, follow: bool) -> None:
 def stop(job: jobs.Job) -> None:
     """scancel; recorded as stopped once Slurm says nothing of it runs."""
     assert job.slurm_job_id is not None
-    job, _ = refresh(job)
     if job.state in jobs.FINAL_STATES:
         console.info(f"Job {job.id} (Slurm job {job.slurm_job_id}) has already ended: {job.state}")
         return
-    job.mark(jobs.STOPPING)
     with _connected(_controller(job)) as ctl:
+        shown = _note_state(job, job_state(ctl, job.slurm_job_id, job.created))
+        if job.state in jobs.FINAL_STATES or shown.startswith("unknown"):
+            # A job Slurm has forgotten is not recorded as stopped: it may well have completed.
+            console.info(f"Job {job.id} (Slurm job {job.slurm_job_id}) has already ended: {shown}")
+            return
+        job.mark(jobs.STOPPING)
         state = cancel(job, ctl)
     if not state.final:
         raise GpuprovError(

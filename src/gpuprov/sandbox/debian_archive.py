@@ -15,6 +15,11 @@ Recorded facts (Debian bookworm, https://packages.debian.org/bookworm/slurmd and
 - openmpi-bin and libopenmpi3 4.1.4-3+b1 and openmpi-common 4.1.4-3 are bookworm's (bookworm/main,
   `apt-cache policy`, 2026-11-26); openmpi-bin depends on libopenmpi3, openmpi-common and
   openssh-client | ssh-client.
+- slurmdbd 22.05.8-4+deb12u3 is bookworm's (bookworm/main and bookworm-security, `apt-cache policy`,
+  2026-11-26); it depends on slurm-wlm-basic-plugins, slurm-wlm-mysql-plugin, munge and ucf.
+- mariadb-server 1:10.11.19-0+deb12u1 is bookworm's (bookworm-security; bookworm/main has
+  1:10.11.18-0+deb12u1, `apt-cache policy`, 2026-11-26); it depends on mariadb-client, mariadb-server-core,
+  galera-4 and perl.
 - environment-modules 5.2.0-1 is bookworm's (bookworm/main, `apt-cache policy`, 2026-11-26); it depends on
   tcl8.6 and libtcl8.6.
 """
@@ -43,6 +48,8 @@ ENROOT_PYXIS_PACKAGES: tuple[str, ...] = (
 # them and their whole dependency closure, so it does not depend on what a node image happens to contain.
 PACKAGES: tuple[str, ...] = (
     "slurmctld", "slurmd", "slurm-client", "munge",
+    # Slurm's accounting (the slurm role's accounting.yml): slurmdbd and the database it keeps jobs in.
+    "slurmdbd", "mariadb-server",
     # The container_runtime role's engines (roles/container_runtime/vars/Debian.yml) and runc, the OCI
     # runtime a nested engine needs (crun fails on the build machine's hybrid cgroups); catatonit, which
     # Debian's podman only recommends and its --init needs (/usr/libexec/podman/catatonit).

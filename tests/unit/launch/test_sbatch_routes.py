@@ -21,6 +21,7 @@ ADDRESSES = {"node1": "172.17.0.1", "node2": "172.17.0.2"}
 # host name).
 FAKE_SRUN = r"""#!/bin/bash
 if [ "$1" = --mpi=list ]; then echo "MPI plugin types are... none pmi2 pmix"; exit 0; fi
+if [ "$1" = --help ]; then printf '%s\n' "${FAKE_SRUN_HELP:-}"; exit 0; fi
 while [ "${1#--}" != "$1" ]; do echo "srun-option $1" >> "$FAKE_LOG"; shift; done
 echo "srun $1 $2" >> "$FAKE_LOG"
 id=0
@@ -188,3 +189,20 @@ def test_the_node_line_carries_the_inventorys_names(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
     plain, _ = run_script(tmp_path / "plain", ("node1", "node2"), routes)
     assert "gpuprov-nodes: node1 node2\n" in plain.stdout
+
+
+# The line of `srun --help` in Debian 12's srun 22.05.8 (slurm-client 22.05.8-4+deb12u3); 19.05's has none.
+OVERLAP_HELP = "      --overlap               Allow other steps to overlap this step"
+
+
+@pytest.mark.parametrize(("help_text", "overlaps"), [(OVERLAP_HELP, True), ("", False)])
+def test_the_route_step_lets_the_training_step_overlap_it(
+    tmp_path: Path, help_text: str, overlaps: bool
+) -> None:
+    """review 26a 8: the route step holds all the job's CPUs and GPUs (steps are exclusive from 20.11), and
+    its cleanup (step epilogs, SPANK plugins) could hold the training step back: --overlap where srun
+    has it."""
+    routes = {"node1": "same-subnet-debian12.txt", "node2": "same-subnet-debian12.txt"}
+    done, log = run_script(tmp_path, ("node1", "node2"), routes, submit_env={"FAKE_SRUN_HELP": help_text})
+    assert done.returncode == 0, done.stderr
+    assert ("srun-option --overlap" in log) is overlaps
