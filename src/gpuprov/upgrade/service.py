@@ -1,0 +1,158 @@
+"""Taking hosts out of service and returning them: Slurm through its controller, and the jobs that `gpuprov
+launch` started over SSH from this machine (their records), which nothing can drain: they are waited for.
+
+Slurm (scontrol(1), sinfo(1), squeue(1) of SchedMD's manual pages):
+- `scontrol update NodeName=N State=DRAIN Reason=...`: no new job starts on N, running ones go on (DRAINING,
+  then DRAINED when the last ends); `State=RESUME` returns it. Updates need SlurmUser or root: run through
+  `sudo -n` unless the SSH user is root.
+- `sinfo -h -N -n N -o '%N|%T|%u|%E'`: each node's state (long form: idle, mixed, allocated, draining,
+  drained, down; a trailing `*` when slurmd does not answer), who set the reason, and the reason.
+- `squeue -h -w N -t RUNNING,COMPLETING,SUSPENDED,CONFIGURING -o %A`: the jobs on N, every user's (as root:
+  PrivateData=jobs hides other users' jobs from a plain user).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from gpuprov import hosts, ssh
+from gpuprov.errors import ExitCode, GpuprovError
+
+REASON_PREFIX = "gpuprov upgrade"
+MAX_REASON = 200
+_STATE_MARKS = "*~#!%$@^-"
+
+
+@dataclass(frozen=True)
+class NodeState:
+    state: str  # sinfo's long form without its suffix marks: idle, mixed, drained, draining, down ...
+    reason: str  # "" when none
+
+    @property
+    def out_of_service(self) -> bool:
+        return self.state.startswith(("drain", "down", "fail")) or self.state in ("maint", "reserved")
+
+    @property
+    def ours(self) -> bool:
+        return self.reason.startswith(REASON_PREFIX)
+
+
+def parse_sinfo(text: str) -> dict[str, NodeState]:
+    """sinfo -h -N -o '%N|%T|%u|%E' lines: a node in several partitions is listed once per partition."""
+    states: dict[str, NodeState] = {}
+    for line in text.splitlines():
+        parts = line.split("|", 3)
+        if len(parts) != 4 or not parts[0].strip():
+            continue
+        node, state, _user, reason = (part.strip() for part in parts)
+        reason = "" if reason.lower() == "none" else reason
+        states[node] = NodeState(state.rstrip(_STATE_MARKS).lower(), reason)
+    return states
+
+
+class Service(Protocol):
+    def states(self, nodes: Sequence[str]) -> dict[str, NodeState]: ...
+    def drain(self, node: str, reason: str) -> None: ...
+    def jobs(self, node: str) -> list[str]: ...
+    def resume(self, node: str) -> None: ...
+
+
+class Slurm:
+    """Slurm's view of the nodes, through the controller host (one SSH connection, made again if lost)."""
+
+    def __init__(self, controller: hosts.Host) -> None:
+        self.controller = controller
+        self._client: ssh.Client | None = None
+        self._sudo = "" if controller.user == "root" else "sudo -n "
+
+    def _run(self, command: str, what: str) -> str:
+        for attempt in (1, 2):
+            try:
+                if self._client is None:
+                    self._client = ssh.connect(self.controller)
+                done = ssh.run(self._client, command, timeout=60)
+            except ssh.SessionLost:
+                self._client = None
+                if attempt == 2:
+                    raise
+                continue
+            if done.rc != 0:
+                raise GpuprovError(
+                    f"{what} failed on the Slurm controller {self.controller.name}: {done.last_line}; "
+                    "check slurmctld there, then run `gpuprov upgrade --resume`",
+                    ExitCode.FAILURE,
+                )
+            return done.stdout
+        raise AssertionError("unreachable")
+
+    def states(self, nodes: Sequence[str]) -> dict[str, NodeState]:
+        names = shlex.quote(",".join(nodes))
+        return parse_sinfo(self._run(f"sinfo -h -N -n {names} -o '%N|%T|%u|%E'", "sinfo"))
+
+    def drain(self, node: str, reason: str) -> None:
+        text = shlex.quote(reason[:MAX_REASON])
+        self._run(f"{self._sudo}scontrol update NodeName={shlex.quote(node)} State=DRAIN Reason={text}",
+                  f"draining {node}")  # fmt: skip
+
+    def jobs(self, node: str) -> list[str]:
+        states = "RUNNING,COMPLETING,SUSPENDED,CONFIGURING"
+        out = self._run(
+            f"{self._sudo}squeue -h -w {shlex.quote(node)} -t {states} -o %A", f"squeue on {node}"
+        )
+        return [line.strip() for line in out.splitlines() if line.strip()]
+
+    def resume(self, node: str) -> None:
+        self._run(
+            f"{self._sudo}scontrol update NodeName={shlex.quote(node)} State=RESUME", f"resuming {node}"
+        )
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+class NoScheduler:
+    """Hosts without Slurm: nothing to drain; `states` says every host is in service."""
+
+    def states(self, nodes: Sequence[str]) -> dict[str, NodeState]:
+        return {node: NodeState("idle", "") for node in nodes}
+
+    def drain(self, node: str, reason: str) -> None:
+        return None
+
+    def jobs(self, node: str) -> list[str]:
+        return []
+
+    def resume(self, node: str) -> None:
+        return None
+
+
+def node_names(inventory: hosts.Inventory) -> dict[str, str]:
+    """Each host's Slurm node name: its short hostname, as the slurm role writes NodeName (Ansible's
+    ansible_facts['hostname']), read over SSH; GpuprovError (exit 6) for a host that cannot be reached."""
+
+    def read(host: hosts.Host) -> str:
+        client = ssh.connect(host)
+        try:
+            return ssh.run(client, "hostname", timeout=30).stdout.strip().split(".")[0]
+        finally:
+            client.close()
+
+    found: dict[str, str] = {}
+    for host in inventory.hosts:
+        try:
+            found[host.name] = read(host)
+        except (ssh.Unreachable, ssh.SessionLost, ssh.HostKeyProblem, ssh.TimedOut) as exc:
+            raise GpuprovError(
+                f"{host.label}: cannot read its hostname ({exc}); nothing was drained",
+                ExitCode.HOSTS_UNREACHABLE,
+            ) from None
+    return found
+
+
+def missing_nodes(names: Mapping[str, str], states: Mapping[str, NodeState]) -> list[str]:
+    """Hosts whose node name Slurm does not know: the inventory and slurm.conf disagree."""
+    return [f"{host} (hostname {node})" for host, node in names.items() if node not in states]
