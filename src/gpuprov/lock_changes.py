@@ -94,7 +94,7 @@ class FieldChange:
 def field_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldChange]:
     """The fields whose value differs, in the lock's order (the known fields first, then the rest)."""
     order = [f for c in COMPONENTS for f in c.fields]
-    names = [*order, *sorted(set(old) | set(new) - set(order))]
+    names = [*order, *sorted((set(old) | set(new)) - set(order))]
     changes = []
     for name in names:
         before = None if old.get(name) is None else str(old[name])

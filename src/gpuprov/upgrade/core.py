@@ -29,10 +29,14 @@ def run(opts: UpgradeOptions) -> ExitCode:
     inventory = hosts.load(opts.inventory, opts.limit)
     existing = state.load(inventory.path)
     _check_resume(opts, existing, stack)
-    with state.held(inventory.path):
-        if opts.resume and existing is not None:
+    if opts.resume and existing is not None:
+        with state.held(inventory.path):
             return _continue(opts, existing, inventory)
-        return _start(opts, inventory, stack)
+    plan, controller = _plan(opts, inventory, stack)
+    if opts.dry_run or not plan.batches:
+        return ExitCode.OK
+    with state.held(inventory.path):
+        return _start(opts, inventory, stack, plan, controller)
 
 
 def _check_resume(opts: UpgradeOptions, existing: state.Rollout | None, stack: dict[str, Any]) -> None:
@@ -52,7 +56,10 @@ def _check_resume(opts: UpgradeOptions, existing: state.Rollout | None, stack: d
         )
 
 
-def _start(opts: UpgradeOptions, inventory: hosts.Inventory, stack: dict[str, Any]) -> ExitCode:
+def _plan(
+    opts: UpgradeOptions, inventory: hosts.Inventory, stack: dict[str, Any]
+) -> tuple[planning.Plan, str | None]:
+    """The plan from each host's verified versions (else its inventory lock), shown; downgrades refused."""
     records = recorded_versions.latest(inventory.path, inventory.names)
     old = _inventory_lock(inventory)
     changes = {
@@ -66,8 +73,16 @@ def _start(opts: UpgradeOptions, inventory: hosts.Inventory, stack: dict[str, An
     per_batch = opts.max_unavailable.hosts(len(inventory.names))
     plan = planning.make(changes, opts.canary, per_batch, controller)
     _show_plan(opts, plan, controller)
-    if opts.dry_run or not plan.batches:
-        return ExitCode.OK
+    return plan, controller
+
+
+def _start(
+    opts: UpgradeOptions,
+    inventory: hosts.Inventory,
+    stack: dict[str, Any],
+    plan: planning.Plan,
+    controller: str | None,
+) -> ExitCode:
     _preflight(inventory, stack)
     nodes, slurm = _slurm_view(inventory, controller)
     try:
