@@ -32,6 +32,8 @@ def apply(inventory: Path, names: list[str], lock_file: Path, reboot_timeout_s: 
             f"nvidia_driver_reboot_batch_size={len(names)}",
         ),
         limit=",".join(names),
+        # The Slurm play needs every cluster host (roles/slurm preflight) and the lock does not change Slurm.
+        skip_tags=("slurm",),
     )
     try:
         engine.run_playbook(VERB, arguments.playbook_path(PLAYBOOK), options)

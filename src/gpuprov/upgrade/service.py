@@ -14,7 +14,8 @@ Slurm (scontrol(1), sinfo(1), squeue(1) of SchedMD's manual pages):
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,6 +23,8 @@ from gpuprov import hosts, ssh
 from gpuprov.errors import ExitCode, GpuprovError
 
 REASON_PREFIX = "gpuprov upgrade"
+ATTEMPTS = 6
+RETRY_S = 10.0
 MAX_REASON = 200
 _STATE_MARKS = "*~#!%$@^-"
 
@@ -63,30 +66,34 @@ class Service(Protocol):
 class Slurm:
     """Slurm's view of the nodes, through the controller host (one SSH connection, made again if lost)."""
 
-    def __init__(self, controller: hosts.Host) -> None:
+    def __init__(self, controller: hosts.Host, sleep: Callable[[float], None] = time.sleep) -> None:
         self.controller = controller
+        self.sleep = sleep
         self._client: ssh.Client | None = None
         self._sudo = "" if controller.user == "root" else "sudo -n "
 
     def _run(self, command: str, what: str) -> str:
-        for attempt in (1, 2):
+        """The command's output; tried ATTEMPTS times, RETRY_S apart: the controller host may just have
+        rebooted in its own batch (SSH back before slurmctld answers)."""
+        last = ""
+        for attempt in range(1, ATTEMPTS + 1):
+            if attempt > 1:
+                self.sleep(RETRY_S)
             try:
                 if self._client is None:
                     self._client = ssh.connect(self.controller)
                 done = ssh.run(self._client, command, timeout=60)
-            except ssh.SessionLost:
-                self._client = None
-                if attempt == 2:
-                    raise
+            except (ssh.SessionLost, ssh.Unreachable, ssh.TimedOut) as exc:
+                self._client, last = None, str(exc)
                 continue
-            if done.rc != 0:
-                raise GpuprovError(
-                    f"{what} failed on the Slurm controller {self.controller.name}: {done.last_line}; "
-                    "check slurmctld there, then run `gpuprov upgrade --resume`",
-                    ExitCode.FAILURE,
-                )
-            return done.stdout
-        raise AssertionError("unreachable")
+            if done.rc == 0:
+                return done.stdout
+            last = done.last_line
+        raise GpuprovError(
+            f"{what} failed on the Slurm controller {self.controller.name}: {last}; check slurmctld there, "
+            "then run `gpuprov upgrade --resume`",
+            ExitCode.FAILURE,
+        )
 
     def states(self, nodes: Sequence[str]) -> dict[str, NodeState]:
         names = shlex.quote(",".join(nodes))
