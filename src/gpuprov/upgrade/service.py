@@ -5,8 +5,10 @@ Slurm (scontrol(1), sinfo(1), squeue(1) of SchedMD's manual pages):
 - `scontrol update NodeName=N State=DRAIN Reason=...`: no new job starts on N, running ones go on (DRAINING,
   then DRAINED when the last ends); `State=RESUME` returns it. Updates need SlurmUser or root: run through
   `sudo -n` unless the SSH user is root.
-- `sinfo -h -N -n N -o '%N|%T|%u|%E'`: each node's state (long form: idle, mixed, allocated, draining,
-  drained, down; a trailing `*` when slurmd does not answer), who set the reason, and the reason.
+- `sinfo --noheader --Node --nodes=N --format '%N|%P|%n|%o|%T|%E'`: each node (once per partition) with its
+  state (long form: idle, mixed, allocated, draining, drained, down; a trailing `*` when slurmd does not
+  answer) and its reason (`none` when there is none); the format `gpuprov launch --scheduler slurm` reads,
+  recorded from Debian 12's Slurm 22.05.8 in tests/recorded/slurm/sinfo-nodes-*.
 - `squeue -h -w N -t RUNNING,COMPLETING,SUSPENDED,CONFIGURING -o %A`: the jobs on N, every user's (as root:
   PrivateData=jobs hides other users' jobs from a plain user).
 """
@@ -43,14 +45,18 @@ class NodeState:
         return self.reason.startswith(REASON_PREFIX)
 
 
+SINFO_FORMAT = "%N|%P|%n|%o|%T|%E"
+
+
 def parse_sinfo(text: str) -> dict[str, NodeState]:
-    """sinfo -h -N -o '%N|%T|%u|%E' lines: a node in several partitions is listed once per partition."""
+    """SINFO_FORMAT lines: a node in several partitions is listed once per partition. The reason is last:
+    it may hold a '|' of its own."""
     states: dict[str, NodeState] = {}
     for line in text.splitlines():
-        parts = line.split("|", 3)
-        if len(parts) != 4 or not parts[0].strip():
+        parts = line.split("|", 5)
+        if len(parts) != 6 or not parts[0].strip():
             continue
-        node, state, _user, reason = (part.strip() for part in parts)
+        node, state, reason = parts[0].strip(), parts[4].strip(), parts[5].strip()
         reason = "" if reason.lower() == "none" else reason
         states[node] = NodeState(state.rstrip(_STATE_MARKS).lower(), reason)
     return states
@@ -97,7 +103,8 @@ class Slurm:
 
     def states(self, nodes: Sequence[str]) -> dict[str, NodeState]:
         names = shlex.quote(",".join(nodes))
-        return parse_sinfo(self._run(f"sinfo -h -N -n {names} -o '%N|%T|%u|%E'", "sinfo"))
+        command = f"sinfo --noheader --Node --nodes={names} --format '{SINFO_FORMAT}'"
+        return parse_sinfo(self._run(command, "sinfo"))
 
     def drain(self, node: str, reason: str) -> None:
         text = shlex.quote(reason[:MAX_REASON])
