@@ -156,14 +156,14 @@ def node_names(inventory: hosts.Inventory) -> dict[str, str]:
             client.close()
 
     found: dict[str, str] = {}
-    for host in inventory.hosts:
-        try:
-            found[host.name] = read(host)
-        except (ssh.Unreachable, ssh.SessionLost, ssh.HostKeyProblem, ssh.TimedOut) as exc:
+    for outcome in ssh.fan_out(inventory.hosts, read, timeout=60):  # every host at once
+        if outcome.error is not None or not outcome.value:
             raise GpuprovError(
-                f"{host.label}: cannot read its hostname ({exc}); nothing was drained",
+                f"{outcome.item.label}: cannot read its hostname ({outcome.error or 'empty'}); nothing was "
+                "drained",
                 ExitCode.HOSTS_UNREACHABLE,
-            ) from None
+            )
+        found[outcome.item.name] = outcome.value
     return found
 
 

@@ -91,3 +91,30 @@ def test_a_controller_coming_back_is_retried_then_a_failure_is_one_line(
         GpuprovError, match="resuming node2 failed on the Slurm controller node1: slurm_load_node"
     ):
         slurm.resume("node2")
+
+
+def test_node_names_are_the_short_hostnames_and_a_lost_host_is_exit_6(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    names = {"10.0.0.1": "gpu01.cluster.example\n", "10.0.0.2": "gpu02\n"}
+    monkeypatch.setattr(ssh, "connect", lambda host, timeout=0: host)
+    monkeypatch.setattr(
+        ssh, "run", lambda client, command, timeout=60: ssh.Result(0, names[client.address], "")
+    )
+    monkeypatch.setattr(hosts.Host, "close", lambda self: None, raising=False)
+    inventory = hosts.Inventory(
+        Path("inv.ini"),
+        [hosts.Host(f"n{i}", f"10.0.0.{i}", 22, "ops", None, Path("/dev/null")) for i in (1, 2)],
+    )
+    assert service.node_names(inventory) == {"n1": "gpu01", "n2": "gpu02"}
+    assert service.missing_nodes(
+        {"n1": "gpu01", "n2": "gpu02"}, {"gpu01": service.NodeState("idle", "")}
+    ) == ["n2 (hostname gpu02)"]
+
+    def refused(host: hosts.Host, timeout: float = 0) -> None:
+        raise ssh.Unreachable("connection refused", OSError())
+
+    monkeypatch.setattr(ssh, "connect", refused)
+    with pytest.raises(GpuprovError, match=r"n1 \(10.0.0.1:22\): cannot read its hostname") as caught:
+        service.node_names(inventory)
+    assert caught.value.exit_code == 6
