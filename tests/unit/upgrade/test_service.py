@@ -112,7 +112,7 @@ def test_node_names_are_the_short_hostnames_and_a_lost_host_is_exit_6(
     ) == ["n2 (hostname gpu02)"]
 
     def refused(host: hosts.Host, timeout: float = 0) -> None:
-        raise ssh.Unreachable("connection refused", OSError())
+        raise ssh.Unreachable("connection refused")
 
     monkeypatch.setattr(ssh, "connect", refused)
     with pytest.raises(GpuprovError, match=r"n1 \(10.0.0.1:22\): cannot read its hostname") as caught:
