@@ -10,6 +10,7 @@ import pytest
 
 from gpuprov.errors import ExitCode
 from gpuprov.upgrade import rollout, state
+from gpuprov.upgrade.progress import Reporter
 from tests.unit.upgrade.fake_cluster import FakeSlurm, Work, new_rollout, reporter, steps
 
 NODES = ["node1", "node2", "node3"]
@@ -100,3 +101,25 @@ def test_a_node_an_admin_drains_during_the_rollout_is_not_resumed(tmp_path: Path
     done = new_rollout(tmp_path, [["node2"]], cluster)
     assert rollout.run(done, steps(cluster, work), reporter()) == ExitCode.OK
     assert cluster.nodes["node2"].state == "drained" and "resume node2" not in cluster.log
+
+
+def test_the_events_name_each_step_and_the_time_left_comes_from_the_batches_done(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = FakeSlurm(NODES)
+    work = Work(cluster)
+    real_apply = work.apply
+
+    def slow_apply(names: list[str]) -> dict[str, str]:
+        cluster.now += 100.0  # each batch takes 100 s of the fake clock
+        return real_apply(names)
+
+    work.apply = slow_apply  # type: ignore[method-assign]
+    events = Reporter(as_json=True, batches_total=3, rollout_id="r1")
+    done = new_rollout(tmp_path, BATCHES, cluster)
+    assert rollout.run(done, steps(cluster, work), events) == ExitCode.OK
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["event"] for e in lines][:6] == ["batch", "phase", "phase", "phase", "done", "batch_done"]
+    batches = [e for e in lines if e["event"] == "batch"]
+    assert batches[0]["eta_s"] is None and batches[1]["eta_s"] == 200 and batches[2]["eta_s"] == 100
+    assert lines[-1]["event"] == "finished" and lines[-1]["hosts"] == ["node2", "node3", "node1"]
