@@ -32,6 +32,7 @@ import yaml
 from tests.integration.conftest import BIN, Sandbox
 from tests.integration.launch.conftest import docker_exec
 from tests.integration.slurm.conftest import node_container
+from tests.integration.slurm.conftest import slurm_cluster as slurm_cluster  # the session fixture, shared
 
 pytestmark = pytest.mark.integration
 
