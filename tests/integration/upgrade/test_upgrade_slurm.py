@@ -99,8 +99,14 @@ def test_rolling_upgrade_with_a_job_an_admin_drain_a_failed_gate_and_ctrl_c(slur
     (host_vars / "node2.yml").write_text("gpuprov_gpu_count: 8\n")  # the fault: node2's gate fails
     docker_exec(controller, "scontrol", "update", "NodeName=node1", "State=DRAIN", f"Reason={ADMIN_REASON}")
     job = docker_exec(controller, "sbatch", "--parsable", "-w", "node2", "-o", "/dev/null",
-                      "--wrap", f"sleep 40; echo finished > {JOB_OUT}")  # fmt: skip
+                      "--wrap", f"sleep 90; echo finished > {JOB_OUT}")  # fmt: skip
     assert job.returncode == 0, job.stderr
+    deadline = time.monotonic() + 60  # running (not pending) before the rollout starts
+    while (
+        "RUNNING" not in docker_exec(controller, "squeue", "-h", "-j", job.stdout.strip(), "-o", "%T").stdout
+    ):
+        assert time.monotonic() < deadline, "the job did not start on node2"
+        time.sleep(1)
 
     plan = upgrade(sandbox, str(new_lock), "--dry-run")
     print(plan.stderr)  # shown with -s: docs/upgrade.md quotes these outputs
