@@ -80,8 +80,9 @@ class Reporter:
     def failed(self, host: str, why: str) -> None:
         self._event("failed", f"{host}: failed, left out of service: {why}", host=host, reason=why)
 
-    def done(self, host: str) -> None:
-        self._event("done", f"{host}: upgraded, gate passed, back in service", host=host)
+    def done(self, host: str, *, back: bool) -> None:
+        where = "back in service" if back else "kept out of service as its administrator left it"
+        self._event("done", f"{host}: upgraded, gate passed, {where}", host=host, in_service=back)
 
     def stopped(self, reason: str, failures: list[str]) -> None:
         self._event("stopped", f"Rollout stopped: {reason}", reason=reason, failed=failures)

@@ -150,11 +150,13 @@ def _return(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> No
     """Back in service: only a node gpuprov drained, and only while the reason still is gpuprov's (an
     administrator who drained it meanwhile keeps it)."""
     entry = rollout.host(host)
+    back = False
     if entry.get("drained_by_us"):
         now = steps.service.states([entry["node"]]).get(entry["node"])
+        back = now is None or now.ours
         if now is None or now.ours:
             steps.service.resume(entry["node"])
         else:
             reporter.note(host, f"left out of service: its reason is now {now.reason!r}, not gpuprov's")
     rollout.set(host, phase=state.DONE, drained_by_us=False, error=None)
-    reporter.done(host)
+    reporter.done(host, back=back or not entry.get("admin_drained"))
