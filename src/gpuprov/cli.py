@@ -28,6 +28,7 @@ _COMMAND_MODULES = {
     "stop": "gpuprov.launch.commands:stop",
     "bench": "gpuprov.bench.command:bench",
     "lock": "gpuprov.lock_commands.command:lock",
+    "upgrade": "gpuprov.upgrade.command:upgrade",
 }
 
 

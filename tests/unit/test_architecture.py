@@ -20,10 +20,11 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "gpuprov"
 MAX_FUNCTION_LINES = 80
 
 # The packages that are verbs, and the one module of each that other packages may import.
-VERBS = {"bootstrap", "launch", "check", "bench", "sandbox", "lock_commands"}
+VERBS = {"bootstrap", "launch", "check", "bench", "sandbox", "lock_commands", "upgrade"}
 PUBLIC = {
     "gpuprov.launch.api",  # how check and bench run a job on hosts
     "gpuprov.check.store",  # check's stored results, which bench reports beside its own
+    "gpuprov.check.api",  # check as a gate on some hosts with a given lock (upgrade)
 }
 
 

@@ -65,7 +65,9 @@ def _commands() -> dict[str, click.Command]:
 
 
 def test_the_verbs_on_hosts_are_the_known_ones() -> None:
-    assert sorted(_commands()) == ["bench", "bootstrap", "check", "launch", "lock check", "lock resolve"]
+    assert sorted(_commands()) == [
+        "bench", "bootstrap", "check", "launch", "lock check", "lock diff", "lock resolve", "upgrade",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("verb", sorted(_commands()))

@@ -8,6 +8,7 @@
 - display.py: that progress shown live (the time left under the table) or as plain lines, and the tables
   at the end.
 - runs.py: run directories under the state dir, with summary.json (which names the verb of the run).
+- recorded_versions.py: the versions each host's roles last verified, from the run records of an inventory.
 - engine.py: the order of it all: input, run directory, the verb's own checks, the playbook, the verdict.
 
 Nothing is imported here: a verb's click command can import `gpuprov.ansible.arguments` without loading

@@ -23,4 +23,5 @@
 - figures.py: the figures measured (busbw and its threshold, matmul TFLOPS per host, versions) for the table
   at the end.
 - store.py: a run's results kept in the state dir (bench reads the last bandwidth from it).
+- api.py: check as a gate for other verbs (upgrade): the named hosts with a given lock, their failures.
 """

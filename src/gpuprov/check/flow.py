@@ -8,6 +8,7 @@ import dataclasses
 import datetime
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from gpuprov import console, hosts, lock
 from gpuprov.check import (
@@ -49,6 +50,12 @@ def _hosts(opts: CheckOptions) -> list[hosts.Host]:
 
 
 def run(opts: CheckOptions) -> ExitCode:
+    return ExitCode(summarised(opts)["exit_code"])
+
+
+def summarised(opts: CheckOptions) -> dict[str, Any]:
+    """The run (as `run`), returning its summary: every result, the exit code (what gpuprov.check.api
+    reads)."""
     started = time.monotonic()
     started_at = _now()
     selected = _hosts(opts)  # every input problem is found here, before any host is contacted
@@ -81,7 +88,7 @@ def run(opts: CheckOptions) -> ExitCode:
     output.show(results, verbose=opts.verbose)
     if where is not None:
         console.info(f"Results: {where / store.RESULTS} ({summary['seconds']} s)")
-    return code
+    return summary
 
 
 def _results(opts: CheckOptions, found: list[gather.Gathered], selected: int) -> list[Result]:

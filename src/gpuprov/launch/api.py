@@ -17,7 +17,8 @@ from gpuprov.launch.options import Nproc, image_option, launcher_option
 from gpuprov.launch.selection import HostChoice
 
 __all__ = [
-    "AUTO", "HostChoice", "Nproc", "choose_hosts", "image_option", "job_log", "launcher_option", "run_job",
+    "AUTO", "HostChoice", "Nproc", "active_jobs", "choose_hosts", "image_option", "job_log",
+    "launcher_option", "run_job",
 ]  # fmt: skip
 
 AUTO = Nproc("auto")  # one process per GPU, or 1 on a host without GPUs
@@ -65,3 +66,18 @@ def run_job(
 def job_log(job_id: str, host: str) -> Path:
     """The local copy of a job's output from one host (what its ranks printed, prefixed host/rank)."""
     return jobs.load(job_id).log_path(host)
+
+
+def active_jobs(host_names: Sequence[str]) -> dict[str, list[str]]:
+    """The jobs started from this machine over SSH (not through Slurm) whose record says they still run on
+    some of host_names: job id -> those hosts. `gpuprov upgrade` waits for them before it changes a host."""
+    wanted = set(host_names)
+    found, _damaged = jobs.all_jobs()  # a damaged record is `gpuprov jobs`' to report
+    active: dict[str, list[str]] = {}
+    for job in found:
+        if job.state not in jobs.ACTIVE_STATES or job.slurm_job_id is not None:
+            continue
+        on = [host.name for host in job.hosts if host.name in wanted]
+        if on:
+            active[job.id] = on
+    return active

@@ -2,7 +2,7 @@
 
 - command.py: the `lock` command group, `lock check`'s and `lock resolve`'s options (LockCheckOptions,
   LockResolveOptions), each written once.
-- lock_file.py: reads the LOCK file (`gpu_stack:` as in group_vars, or the fields alone), one-line errors.
+- (gpuprov.lock_file, shared with upgrade: reads the LOCK file, `gpu_stack:` or the fields alone.)
 - checking.py: `lock check`: the table checks (gpuprov.lock), and with an inventory the preflight of every
   host (gpuprov.host_preflight: SSH, sudo, Python, OS, NVIDIA's repository for the OS, the GPU generation),
   shown as a table or JSON, with preflight's exit codes.

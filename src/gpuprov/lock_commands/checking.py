@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpuprov import console, gpu_generations, host_options, host_preflight, hosts, lock
+from gpuprov import console, gpu_generations, host_options, host_preflight, hosts, lock, lock_file
 from gpuprov.errors import ExitCode
-from gpuprov.lock_commands import lock_file
 from gpuprov.lock_commands.command import LockCheckOptions
 
 TABLE_ONLY = "no inventory given: only the table was checked; give INVENTORY to check each host's OS and GPUs"

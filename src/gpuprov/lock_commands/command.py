@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
@@ -19,7 +20,10 @@ def _lock_path(given: str) -> Path:
     return Path(given).expanduser()
 
 
-def _finish(opts: LockCheckOptions) -> LockCheckOptions:
+_Found = TypeVar("_Found", "LockCheckOptions", "LockDiffOptions")
+
+
+def _finish(opts: _Found) -> _Found:
     if opts.limit is not None and opts.inventory is None and not host_options.default_inventory_exists():
         raise BadInput("--limit needs an inventory: give INVENTORY (or -i INVENTORY) with it")
     return opts
@@ -34,6 +38,18 @@ class LockCheckOptions:
 
 
 LOCK_CHECK = cli_options.OptionSet(LockCheckOptions, finish=_finish)
+
+
+@dataclass(frozen=True)
+class LockDiffOptions:
+    old: Path = cli_options.argument(metavar="OLD", parse=_lock_path)
+    new: Path = cli_options.argument(metavar="NEW", parse=_lock_path)
+    inventory: Path | None = host_options.inventory()  # none, and no default: the fields alone
+    limit: str | None = host_options.limit()
+    json: bool = host_options.json_flag("Print the changes as JSON on stdout.")
+
+
+LOCK_DIFF = cli_options.OptionSet(LockDiffOptions, finish=_finish)
 
 
 def _constraint(option: str, metavar: str, what: str, regex: str, example: str) -> str | None:
@@ -130,3 +146,19 @@ def resolve(opts: LockResolveOptions) -> None:
     code = resolving_command.run(opts)
     if code != ExitCode.OK:
         raise Finished(code)
+
+
+@lock.command("diff")
+@LOCK_DIFF
+def diff(opts: LockDiffOptions) -> None:
+    """Show what moving from lock OLD to lock NEW changes, per field and per host.
+
+    With an inventory (INVENTORY or -i INVENTORY, else $GPUPROV_INVENTORY or ./inventory.ini where one
+    exists), each host's parts are compared with the versions its roles last verified (the run records of
+    that inventory; the OLD lock where none recorded the host): what would change, which roles run, whether
+    it reboots, what a running job would meet. No host is contacted. Exit 0; 2: bad input (a lock file
+    missing or not a lock, NEW not fitting the table).
+    """
+    from gpuprov.lock_commands import diff as diffing
+
+    diffing.run(opts)

@@ -1,5 +1,5 @@
-"""The LOCK file of `gpuprov lock check`: a YAML file holding `gpu_stack:` (as the inventory's
-group_vars/all/gpu_stack.yml and `-e @lock.yml` do), or the lock's fields alone."""
+"""A lock file (`gpuprov lock check`, `lock diff`, `upgrade`): a YAML file holding `gpu_stack:` (as the
+inventory's group_vars/all/gpu_stack.yml and `-e @lock.yml` do), or the lock's fields alone."""
 
 from __future__ import annotations
 

@@ -1,0 +1,81 @@
+"""The rollout's work on hosts, each through the shared machinery: the batch's bootstrap through the Ansible
+engine (playbooks/site.yml limited to the batch, the new lock as `-e @FILE`, the reboot within
+--reboot-timeout), the gate through check's API, the gpuprov jobs through launch's API.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gpuprov.ansible import arguments, engine, runs
+from gpuprov.ansible.arguments import Options
+from gpuprov.check import api as check_api
+from gpuprov.errors import ExitCode, GpuprovError
+from gpuprov.launch import api as launch_api
+from gpuprov.upgrade.state import Rollout
+
+VERB = "upgrade"
+PLAYBOOK = "site.yml"
+
+
+def apply(inventory: Path, names: list[str], lock_file: Path, reboot_timeout_s: float) -> dict[str, str]:
+    """Bootstrap the batch with the new lock; {host: why} for the hosts where it failed. Ctrl-C (the engine
+    stops Ansible) and a run that failed as a whole propagate as GpuprovError."""
+    options = Options(
+        inventory=inventory,
+        extra_vars=(
+            f"@{lock_file}",
+            # The batch is out of service already: reboot it at once, within the rollout's timeout.
+            f"nvidia_driver_reboot_timeout={int(reboot_timeout_s)}",
+            f"nvidia_driver_reboot_batch_size={len(names)}",
+        ),
+        limit=",".join(names),
+        # The Slurm play needs every cluster host (roles/slurm preflight) and the lock does not change Slurm.
+        skip_tags=("slurm",),
+    )
+    try:
+        engine.run_playbook(VERB, arguments.playbook_path(PLAYBOOK), options)
+    except GpuprovError as exc:
+        if exc.exit_code not in (ExitCode.HOSTS_FAILED, ExitCode.HOSTS_UNREACHABLE):
+            raise
+        return _failed_hosts(names, exc.message)
+    return {}
+
+
+def _failed_hosts(names: list[str], message: str) -> dict[str, str]:
+    """Each host's failure from the run's summary.json (the newest upgrade run of these hosts)."""
+    limit = ",".join(names)
+    for path in sorted(runs.runs_dir().iterdir(), reverse=True):
+        try:
+            summary = json.loads((path / runs.SUMMARY).read_text())
+        except (OSError, ValueError):
+            continue
+        if summary.get(runs.VERB) != VERB or summary.get("limit") != limit:
+            continue
+        failed: dict[str, str] = {}
+        for host, entry in (summary.get("hosts") or {}).items():
+            if host in names and (entry.get("failed") or entry.get("unreachable")):
+                tasks = entry.get("failed_tasks") or [{}]
+                what = (
+                    "unreachable"
+                    if entry.get("unreachable")
+                    else f"task {tasks[0].get('task') or '?'!r} failed"
+                )
+                failed[host] = f"bootstrap: {what} (run {path.name})"
+        return failed or {name: message for name in names}
+    return {name: message for name in names}
+
+
+def gate(inventory: Path, names: list[str], rollout: Rollout, *, quick: bool) -> dict[str, str]:
+    """`gpuprov check` on the batch with the new lock; {host: the failed checks}. The all-reduce runs on the
+    batch's hosts alone: they are out of service, while a host already back in service may be running a
+    user's job whose GPUs and network the test would share."""
+    verdict = check_api.gate(inventory, names, rollout.lock_file, quick=quick)
+    if verdict.exit_code == 0:
+        return {}
+    return {name: verdict.reason(name) for name in names if name in verdict.failed}
+
+
+def ssh_jobs(names: list[str]) -> dict[str, list[str]]:
+    return launch_api.active_jobs(names)

@@ -1,0 +1,246 @@
+"""`gpuprov upgrade` from its options to the exit code: the input and the lock (before any host), the
+hosts' verified versions, the preflight with the new lock, Slurm's view of the nodes, the plan; then the
+rollout (rollout.py) on the engine (each batch: playbooks/site.yml limited to it) and check's gate.
+"""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+from typing import Any
+
+from gpuprov import console, host_preflight, hosts, lock, lock_changes, lock_file
+from gpuprov.ansible import recorded_versions
+from gpuprov.errors import BadInput, ExitCode, GpuprovError
+from gpuprov.upgrade import plan as planning
+from gpuprov.upgrade import rollout as rolling
+from gpuprov.upgrade import service, state
+from gpuprov.upgrade.options import UpgradeOptions
+from gpuprov.upgrade.progress import Reporter
+
+CONTROLLER_GROUP = "slurm_controller"
+
+
+def run(opts: UpgradeOptions) -> ExitCode:
+    stack = lock_file.read(opts.lock)
+    problems = lock.check(stack)
+    if problems:
+        raise BadInput(f"NEW_LOCK {opts.lock} does not fit: {problems[0]}; nothing was drained")
+    inventory = hosts.load(opts.inventory, opts.limit)
+    existing = state.load(inventory.path)
+    _check_resume(opts, existing, stack)
+    if opts.resume and existing is not None:
+        with state.held(inventory.path):
+            return _continue(opts, existing, inventory)
+    plan, controller = _plan(opts, inventory, stack)
+    if opts.dry_run or not plan.batches:
+        return ExitCode.OK
+    with state.held(inventory.path):
+        return _start(opts, inventory, stack, plan, controller)
+
+
+def _check_resume(opts: UpgradeOptions, existing: state.Rollout | None, stack: dict[str, Any]) -> None:
+    if opts.resume:
+        if existing is None or existing.data.get("status") == "done":
+            raise BadInput("--resume: no rollout of this inventory to continue; run without --resume")
+        if existing.data["lock"] != stack:
+            raise BadInput(
+                f"--resume: NEW_LOCK {opts.lock} is not the lock of rollout {existing.data['id']}; give that "
+                f"lock ({existing.lock_file}) or finish it first"
+            )
+    elif existing is not None and existing.data.get("status") != "done" and not opts.dry_run:
+        raise BadInput(
+            f"rollout {existing.data['id']} of this inventory is not finished "
+            f"({existing.data.get('status')}); "
+            f"continue it with `gpuprov upgrade {opts.lock} --resume`, or move {existing.directory} away"
+        )
+
+
+def _plan(
+    opts: UpgradeOptions, inventory: hosts.Inventory, stack: dict[str, Any]
+) -> tuple[planning.Plan, str | None]:
+    """The plan from each host's verified versions (else its inventory lock), shown; downgrades refused."""
+    records = recorded_versions.latest(inventory.path, inventory.names)
+    old = _inventory_lock(inventory)
+    changes = {
+        name: lock_changes.host_changes(
+            name, old.get(name, {}), stack, r.versions if (r := records.get(name)) else None
+        )
+        for name in inventory.names
+    }
+    planning.refuse_downgrades(changes, opts.allow_downgrade)
+    controller = _controller(inventory)
+    per_batch = opts.max_unavailable.hosts(len(inventory.names))
+    plan = planning.make(changes, opts.canary, per_batch, controller)
+    _show_plan(opts, plan, controller)
+    return plan, controller
+
+
+def _start(
+    opts: UpgradeOptions,
+    inventory: hosts.Inventory,
+    stack: dict[str, Any],
+    plan: planning.Plan,
+    controller: str | None,
+) -> ExitCode:
+    _preflight(inventory, stack)
+    nodes, slurm = _slurm_view(inventory, controller)
+    try:
+        states = slurm.states(list(nodes.values()))
+        rollout = state.create(
+            inventory.path, _new_state(opts, plan, nodes, states, stack, controller), stack
+        )
+        return _roll(opts, rollout, inventory, slurm)
+    finally:
+        _close(slurm)
+
+
+def _continue(opts: UpgradeOptions, rollout: state.Rollout, inventory: hosts.Inventory) -> ExitCode:
+    missing = sorted(set(rollout.data["hosts"]) - set(inventory.names))
+    if missing:
+        raise BadInput(
+            f"--resume: host(s) {', '.join(missing)} of the rollout are not in the inventory (--limit?)"
+        )
+    for entry in rollout.data["hosts"].values():
+        if entry["phase"] == state.FAILED:
+            entry["phase"] = state.PENDING  # retried: the operator has fixed it (or its jobs ended)
+    rollout.data["status"] = "running"
+    rollout.save()
+    console.step(f"Resuming rollout {rollout.data['id']}")
+    slurm = _service(inventory, rollout.data.get("controller") if rollout.data.get("slurm") else None)
+    try:
+        return _roll(opts, rollout, inventory, slurm)
+    finally:
+        _close(slurm)
+
+
+def _roll(
+    opts: UpgradeOptions, rollout: state.Rollout, inventory: hosts.Inventory, slurm: service.Service
+) -> ExitCode:
+    from gpuprov.upgrade import actions
+
+    reporter = Reporter(opts.json, len(rollout.data["plan"]), rollout.data["id"])
+    steps = rolling.Steps(
+        service=slurm,
+        apply=lambda names: actions.apply(inventory.path, names, rollout.lock_file, opts.reboot_timeout),
+        gate=lambda names: actions.gate(inventory.path, names, rollout, quick=opts.gate == "quick"),
+        ssh_jobs=actions.ssh_jobs,
+        drain_timeout_s=opts.drain_timeout,
+        max_failures=opts.max_failures,
+    )
+    try:
+        code = rolling.run(rollout, steps, reporter)
+    except (KeyboardInterrupt, GpuprovError) as exc:
+        rollout.data["status"] = "interrupted"
+        rollout.save()
+        if isinstance(exc, GpuprovError) and exc.exit_code != ExitCode.INTERRUPTED:
+            raise GpuprovError(
+                f"{exc.message}; the rollout's state is kept: `gpuprov upgrade --resume` goes on",
+                exc.exit_code,
+            ) from None
+        raise GpuprovError(
+            f"interrupted: rollout {rollout.data['id']} stopped; hosts keep their phase "
+            f"(state: {rollout.path}); "
+            f"run `gpuprov upgrade {opts.lock} --resume` to go on",
+            ExitCode.INTERRUPTED,
+        ) from None
+    if code == ExitCode.OK:
+        console.info(
+            f"Every host runs the new lock: set gpu_stack in the inventory to {opts.lock}'s (a later "
+            "`gpuprov bootstrap` would otherwise move the hosts back)"
+        )
+    return code
+
+
+def _inventory_lock(inventory: hosts.Inventory) -> dict[str, dict[str, Any]]:
+    """Each host's lock as its inventory sets it (the old lock, where no run recorded the host)."""
+    found = {}
+    for host in inventory.hosts:
+        stack = host.vars.get(hosts.LOCK_VARIABLE)
+        found[host.name] = dict(stack) if isinstance(stack, dict) else {}
+    return found
+
+
+def _controller(inventory: hosts.Inventory) -> str | None:
+    """The host of [slurm_controller] among the hosts (None: no Slurm, or it is not a GPU host here)."""
+    named = [h.name for h in inventory.hosts if CONTROLLER_GROUP in (h.vars.get("group_names") or [])]
+    return named[0] if named else None
+
+
+def _show_plan(opts: UpgradeOptions, plan: planning.Plan, controller: str | None) -> None:
+    rows = planning.lines(plan)
+    if opts.json:
+        console.result(planning.as_json(plan, controller))
+        return
+    console.table(
+        f"Upgrade plan: {len(plan.batches)} batch(es), at most {opts.max_unavailable} host(s) out at once",
+        ["batch", "host", "changes", "reboot"],
+        rows,
+    )
+    if opts.dry_run:
+        console.info("--dry-run: nothing was drained or changed")
+
+
+def _preflight(inventory: hosts.Inventory, stack: dict[str, Any]) -> None:
+    console.step(f"Preflight on {len(inventory.hosts)} host(s) with the new lock (read-only)")
+    reports, lock_problems = host_preflight.run(inventory, {hosts.LOCK_VARIABLE: stack})
+    problems = [p for r in reports for p in r.problems] + lock_problems
+    if problems:
+        first = problems[0]
+        raise GpuprovError(
+            f"{first.host}: {first.check}: {first.message} ({len(problems)} problem(s)); nothing was drained",
+            host_preflight.exit_code(reports, lock_problems),
+        )
+
+
+def _slurm_view(inventory: hosts.Inventory, controller: str | None) -> tuple[dict[str, str], service.Service]:
+    """Each host's Slurm node name and the service that drains it; an inventory whose hosts Slurm does not
+    know is refused (exit 7) before anything is drained."""
+    if controller is None:
+        return {name: name for name in inventory.names}, service.NoScheduler()
+    nodes = service.node_names(inventory)
+    slurm = _service(inventory, controller)
+    missing = service.missing_nodes(nodes, slurm.states(list(nodes.values())))
+    if missing:
+        _close(slurm)
+        raise GpuprovError(
+            f"Slurm does not know {', '.join(missing)}: the inventory and slurm.conf disagree; fix the "
+            "inventory or run `gpuprov bootstrap` first; nothing was drained",
+            ExitCode.PREFLIGHT_FAILED,
+        )
+    return nodes, slurm
+
+
+def _service(inventory: hosts.Inventory, controller: str | None) -> service.Service:
+    return service.NoScheduler() if controller is None else service.Slurm(inventory.host(controller))
+
+
+def _close(slurm: service.Service) -> None:
+    if isinstance(slurm, service.Slurm):
+        slurm.close()
+
+
+def _new_state(
+    opts: UpgradeOptions,
+    plan: planning.Plan,
+    nodes: dict[str, str],
+    states: dict[str, service.NodeState],
+    stack: dict[str, Any],
+    controller: str | None,
+) -> dict[str, Any]:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    entries: dict[str, Any] = {}
+    for number, batch in enumerate(plan.batches, start=1):
+        for name in batch:
+            now = states.get(nodes[name], service.NodeState("idle", ""))
+            admin = now.out_of_service and not now.ours
+            entries[name] = {
+                "phase": state.PENDING, "batch": number, "node": nodes[name], "drained_by_us": False,
+                "admin_drained": admin, "admin_reason": now.reason if admin else None, "error": None,
+                "changes": plan.changes[name].as_dict(),
+            }  # fmt: skip
+    return {
+        "id": f"{stamp}-{secrets.token_hex(2)}", "inventory": str(opts.inventory.resolve()), "lock": stack,
+        "plan": plan.batches, "canary": plan.canary, "controller": controller,
+        "slurm": controller is not None, "status": "running", "hosts": entries,
+    }  # fmt: skip

@@ -1,0 +1,162 @@
+"""The rollout, batch by batch: out of service, wait for jobs, apply, gate, back in service; the state saved
+after every step so that `--resume` (or a rerun after Ctrl-C or a killed controller) goes on from there.
+
+Each phase is safe to redo: draining a drained node changes nothing, the roles converge, the gate only
+reads. So a host is recorded in the phase it starts, and a resumed rollout starts that phase again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpuprov.errors import ExitCode
+from gpuprov.upgrade import state
+from gpuprov.upgrade.progress import Reporter
+from gpuprov.upgrade.service import REASON_PREFIX, Service
+from gpuprov.upgrade.state import Rollout
+
+Apply = Callable[[list[str]], dict[str, str]]  # hosts -> {host: why it failed} (absent: applied)
+Gate = Callable[[list[str]], dict[str, str]]  # hosts -> {host: the failed checks} (absent: passed)
+SshJobs = Callable[[list[str]], dict[str, list[str]]]  # hosts -> {gpuprov job id: its hosts among them}
+
+
+@dataclass
+class Steps:
+    service: Service
+    apply: Apply
+    gate: Gate
+    ssh_jobs: SshJobs
+    drain_timeout_s: float
+    max_failures: int
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+    poll_s: float = 10.0
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def run(rollout: Rollout, steps: Steps, reporter: Reporter) -> ExitCode:
+    """Every batch not yet done, in order; the exit code: 0 all done, 1 stopped at the failure budget."""
+    plan: list[list[str]] = rollout.data["plan"]
+    for number, batch in enumerate(plan, start=1):
+        todo = [h for h in batch if rollout.host(h)["phase"] not in state.FINISHED]
+        if not todo:
+            continue
+        started = steps.clock()
+        reporter.batch(number, len(plan), todo)
+        failed = _batch(rollout, steps, reporter, todo)
+        reporter.batch_done(number, steps.clock() - started, failed)
+        stop = _stop_reason(rollout, steps, number, failed)
+        if stop:
+            rollout.data["status"] = "stopped"
+            rollout.save()
+            reporter.stopped(stop, rollout.failures())
+            return ExitCode.FAILURE
+    rollout.data["status"] = "done"
+    rollout.save()
+    reporter.finished(rollout)
+    return ExitCode.OK
+
+
+def _stop_reason(rollout: Rollout, steps: Steps, number: int, failed: list[str]) -> str:
+    if failed and number == 1 and rollout.data.get("canary"):
+        return f"the canary failed ({', '.join(failed)}): no other host was touched"
+    total = rollout.failures()
+    if len(total) >= steps.max_failures:
+        return f"{len(total)} host(s) failed, the budget is --max-failures {steps.max_failures}"
+    return ""
+
+
+def _batch(rollout: Rollout, steps: Steps, reporter: Reporter, todo: list[str]) -> list[str]:
+    """One batch; returns the hosts that failed in it (left out of service with a reason)."""
+    failed: dict[str, str] = {}
+    for host in todo:
+        _take_out(rollout, steps, reporter, host)
+    ready = _wait_for_jobs(rollout, steps, reporter, todo, failed)
+    if ready:
+        _phase(rollout, reporter, ready, state.APPLYING)
+        failed |= steps.apply(ready)
+        applied = [h for h in ready if h not in failed]
+        if applied:
+            _phase(rollout, reporter, applied, state.GATING)
+            failed |= {h: f"gate: {why}" for h, why in steps.gate(applied).items() if h in applied}
+    for host in todo:
+        if host in failed:
+            _fail(rollout, steps, reporter, host, failed[host])
+        else:
+            _return(rollout, steps, reporter, host)
+    return [h for h in todo if h in failed]
+
+
+def _phase(rollout: Rollout, reporter: Reporter, names: list[str], phase: str) -> None:
+    for name in names:
+        entry = rollout.host(name)
+        entry.setdefault("started", {})[phase] = time.time()
+        entry["phase"] = phase
+    rollout.save()
+    reporter.phase(names, phase)
+
+
+def _take_out(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> None:
+    entry = rollout.host(host)
+    _phase(rollout, reporter, [host], state.DRAINING)
+    if entry.get("admin_drained"):
+        reporter.note(host, f"already out of service by an administrator ({entry['admin_reason']}): kept so")
+        return
+    reason = f"{REASON_PREFIX} {rollout.data['id']}: moving to the new lock; do not resume by hand"
+    rollout.set(host, drained_by_us=True)  # first: a crash between the two must not forget our drain
+    steps.service.drain(entry["node"], reason)
+
+
+def _wait_for_jobs(
+    rollout: Rollout, steps: Steps, reporter: Reporter, todo: list[str], failed: dict[str, str]
+) -> list[str]:
+    """The hosts whose jobs all ended within --drain-timeout (never killed); the others go to failed."""
+    deadline = steps.clock() + steps.drain_timeout_s
+    waiting = list(todo)
+    while True:
+        busy: dict[str, list[str]] = {}
+        for host in waiting:
+            slurm = steps.service.jobs(rollout.host(host)["node"])
+            if slurm:
+                busy[host] = [f"Slurm job {job}" for job in slurm]
+        for job, on in steps.ssh_jobs(waiting).items():
+            for host in on:
+                busy.setdefault(host, []).append(f"gpuprov job {job}")
+        if not busy:
+            return [h for h in todo if h not in failed]
+        if steps.clock() >= deadline:
+            for host, jobs in busy.items():
+                failed[host] = (
+                    f"{', '.join(jobs)} still running after --drain-timeout ({steps.drain_timeout_s:.0f} s; "
+                    "never killed): when they end, run `gpuprov upgrade --resume`"
+                )
+            return [h for h in todo if h not in failed]
+        reporter.waiting(busy, deadline - steps.clock())
+        waiting = list(busy)
+        steps.sleep(steps.poll_s)
+
+
+def _fail(rollout: Rollout, steps: Steps, reporter: Reporter, host: str, why: str) -> None:
+    entry = rollout.host(host)
+    rollout.set(host, phase=state.FAILED, error=why)
+    if entry.get("drained_by_us"):
+        steps.service.drain(entry["node"], f"{REASON_PREFIX} {rollout.data['id']} failed: {why}")
+    reporter.failed(host, why)
+
+
+def _return(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> None:
+    """Back in service: only a node gpuprov drained, and only while the reason still is gpuprov's (an
+    administrator who drained it meanwhile keeps it)."""
+    entry = rollout.host(host)
+    back = False
+    if entry.get("drained_by_us"):
+        now = steps.service.states([entry["node"]]).get(entry["node"])
+        back = now is None or now.ours
+        if now is None or now.ours:
+            steps.service.resume(entry["node"])
+        else:
+            reporter.note(host, f"left out of service: its reason is now {now.reason!r}, not gpuprov's")
+    rollout.set(host, phase=state.DONE, drained_by_us=False, error=None)
+    reporter.done(host, back=back or not entry.get("admin_drained"))

@@ -1,0 +1,172 @@
+"""Taking hosts out of service and returning them: Slurm through its controller, and the jobs that `gpuprov
+launch` started over SSH from this machine (their records), which nothing can drain: they are waited for.
+
+Slurm (scontrol(1), sinfo(1), squeue(1) of SchedMD's manual pages):
+- `scontrol update NodeName=N State=DRAIN Reason=...`: no new job starts on N, running ones go on (DRAINING,
+  then DRAINED when the last ends); `State=RESUME` returns it. Updates need SlurmUser or root: run through
+  `sudo -n` unless the SSH user is root.
+- `sinfo --noheader --Node --nodes=N --format '%N|%P|%n|%o|%T|%E'`: each node (once per partition) with its
+  state (long form: idle, mixed, allocated, draining, drained, down; a trailing `*` when slurmd does not
+  answer) and its reason (`none` when there is none); the format `gpuprov launch --scheduler slurm` reads,
+  recorded from Debian 12's Slurm 22.05.8 in tests/recorded/slurm/sinfo-nodes-*.
+- `squeue -h -w N -t RUNNING,COMPLETING,SUSPENDED,CONFIGURING -o %A`: the jobs on N, every user's (as root:
+  PrivateData=jobs hides other users' jobs from a plain user).
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from gpuprov import hosts, ssh
+from gpuprov.errors import ExitCode, GpuprovError
+
+REASON_PREFIX = "gpuprov upgrade"
+ATTEMPTS = 6
+RETRY_S = 10.0
+MAX_REASON = 200
+_STATE_MARKS = "*~#!%$@^-"
+
+
+@dataclass(frozen=True)
+class NodeState:
+    state: str  # sinfo's long form without its suffix marks: idle, mixed, drained, draining, down ...
+    reason: str  # "" when none
+
+    @property
+    def out_of_service(self) -> bool:
+        return self.state.startswith(("drain", "down", "fail")) or self.state in ("maint", "reserved")
+
+    @property
+    def ours(self) -> bool:
+        return self.reason.startswith(REASON_PREFIX)
+
+
+SINFO_FORMAT = "%N|%P|%n|%o|%T|%E"
+
+
+def parse_sinfo(text: str) -> dict[str, NodeState]:
+    """SINFO_FORMAT lines: a node in several partitions is listed once per partition. The reason is last:
+    it may hold a '|' of its own."""
+    states: dict[str, NodeState] = {}
+    for line in text.splitlines():
+        parts = line.split("|", 5)
+        if len(parts) != 6 or not parts[0].strip():
+            continue
+        node, state, reason = parts[0].strip(), parts[4].strip(), parts[5].strip()
+        reason = "" if reason.lower() == "none" else reason
+        states[node] = NodeState(state.rstrip(_STATE_MARKS).lower(), reason)
+    return states
+
+
+class Service(Protocol):
+    def states(self, nodes: Sequence[str]) -> dict[str, NodeState]: ...
+    def drain(self, node: str, reason: str) -> None: ...
+    def jobs(self, node: str) -> list[str]: ...
+    def resume(self, node: str) -> None: ...
+
+
+class Slurm:
+    """Slurm's view of the nodes, through the controller host (one SSH connection, made again if lost)."""
+
+    def __init__(self, controller: hosts.Host, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.controller = controller
+        self.sleep = sleep
+        self._client: ssh.Client | None = None
+        self._sudo = "" if controller.user == "root" else "sudo -n "
+
+    def _run(self, command: str, what: str) -> str:
+        """The command's output; tried ATTEMPTS times, RETRY_S apart: the controller host may just have
+        rebooted in its own batch (SSH back before slurmctld answers)."""
+        last = ""
+        for attempt in range(1, ATTEMPTS + 1):
+            if attempt > 1:
+                self.sleep(RETRY_S)
+            try:
+                if self._client is None:
+                    self._client = ssh.connect(self.controller)
+                done = ssh.run(self._client, command, timeout=60)
+            except (ssh.SessionLost, ssh.Unreachable, ssh.TimedOut) as exc:
+                self._client, last = None, str(exc)
+                continue
+            if done.rc == 0:
+                return done.stdout
+            last = done.last_line
+        raise GpuprovError(
+            f"{what} failed on the Slurm controller {self.controller.name}: {last}; check slurmctld there, "
+            "then run `gpuprov upgrade --resume`",
+            ExitCode.FAILURE,
+        )
+
+    def states(self, nodes: Sequence[str]) -> dict[str, NodeState]:
+        names = shlex.quote(",".join(nodes))
+        command = f"sinfo --noheader --Node --nodes={names} --format '{SINFO_FORMAT}'"
+        return parse_sinfo(self._run(command, "sinfo"))
+
+    def drain(self, node: str, reason: str) -> None:
+        text = shlex.quote(reason[:MAX_REASON])
+        self._run(f"{self._sudo}scontrol update NodeName={shlex.quote(node)} State=DRAIN Reason={text}",
+                  f"draining {node}")  # fmt: skip
+
+    def jobs(self, node: str) -> list[str]:
+        states = "RUNNING,COMPLETING,SUSPENDED,CONFIGURING"
+        out = self._run(
+            f"{self._sudo}squeue -h -w {shlex.quote(node)} -t {states} -o %A", f"squeue on {node}"
+        )
+        return [line.strip() for line in out.splitlines() if line.strip()]
+
+    def resume(self, node: str) -> None:
+        self._run(
+            f"{self._sudo}scontrol update NodeName={shlex.quote(node)} State=RESUME", f"resuming {node}"
+        )
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+class NoScheduler:
+    """Hosts without Slurm: nothing to drain; `states` says every host is in service."""
+
+    def states(self, nodes: Sequence[str]) -> dict[str, NodeState]:
+        return {node: NodeState("idle", "") for node in nodes}
+
+    def drain(self, node: str, reason: str) -> None:
+        return None
+
+    def jobs(self, node: str) -> list[str]:
+        return []
+
+    def resume(self, node: str) -> None:
+        return None
+
+
+def node_names(inventory: hosts.Inventory) -> dict[str, str]:
+    """Each host's Slurm node name: its short hostname, as the slurm role writes NodeName (Ansible's
+    ansible_facts['hostname']), read over SSH; GpuprovError (exit 6) for a host that cannot be reached."""
+
+    def read(host: hosts.Host) -> str:
+        client = ssh.connect(host)
+        try:
+            return ssh.run(client, "hostname", timeout=30).stdout.strip().split(".")[0]
+        finally:
+            client.close()
+
+    found: dict[str, str] = {}
+    for outcome in ssh.fan_out(inventory.hosts, read, timeout=60):  # every host at once
+        if outcome.error is not None or not outcome.value:
+            raise GpuprovError(
+                f"{outcome.item.label}: cannot read its hostname ({outcome.error or 'empty'}); nothing was "
+                "drained",
+                ExitCode.HOSTS_UNREACHABLE,
+            )
+        found[outcome.item.name] = outcome.value
+    return found
+
+
+def missing_nodes(names: Mapping[str, str], states: Mapping[str, NodeState]) -> list[str]:
+    """Hosts whose node name Slurm does not know: the inventory and slurm.conf disagree."""
+    return [f"{host} (hostname {node})" for host, node in names.items() if node not in states]
