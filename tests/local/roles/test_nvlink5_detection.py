@@ -59,7 +59,8 @@ def detected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseResult]:
         {
             "name": "Show the decision",
             "ansible.builtin.debug": {
-                "msg": "decided gpus={{ __nvidia_driver_pci_gpu_count }} nvlink5={{ __nvidia_driver_nvlink5 }}"
+                "msg": "decided gpus={{ __nvidia_driver_pci_gpu_count }}"
+                " nvlink5={{ __nvidia_driver_nvlink5 }}"
                 " fabric_manager={{ __nvidia_driver_fabric_manager }}"
             },
         },
