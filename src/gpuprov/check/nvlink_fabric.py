@@ -30,7 +30,7 @@ def nvlink5(view: HostView) -> list[Result]:
                 "nvlink5",
                 Status.COULD_NOT_RUN,
                 detail=f"the VPD of {', '.join(unreadable)} is readable by root only, and sudo -n failed",
-                action="let the checking user run sudo -n grep (or run gpuprov check as root)",
+                action="give the checking user passwordless sudo for grep, or run gpuprov check as root",
             )
         ]
     if not managers:
@@ -67,8 +67,8 @@ def imex(view: HostView) -> list[Result]:
             measured=f"nvidia-imex {state}",
             expected="active",
             source=f"{packages[0]} installed; NVIDIA IMEX Service for NVLink Networks user's guide",
-            action="check /etc/nvidia-imex/nodes_config.cfg (the same addresses on every node of the domain) "
-            "and journalctl -u nvidia-imex; systemctl enable --now nvidia-imex",
+            action="check that /etc/nvidia-imex/nodes_config.cfg lists the same addresses on every node of "
+            "the domain, read the service's journal; systemctl enable --now nvidia-imex",
         )
     ]
 
