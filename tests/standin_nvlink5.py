@@ -1,4 +1,4 @@
-"""Stand-in sysfs of an NVLink 5 system (HGX B200/B300, GB200): the InfiniBand devices whose PCI Vital Product
+"""Stand-in sysfs of an NVLink 5 system (HGX B200/B300): the InfiniBand devices whose PCI Vital Product
 Data marks them as NVSwitch managers, beside a regular InfiniBand NIC.
 
 Facts reproduced, with their sources:

@@ -1,5 +1,5 @@
-"""NVLink 5 and IMEX: what fabric manager needs where the NVSwitches are not on the PCI bus (HGX B200/B300,
-GB200), and the IMEX service of multi-node NVLink.
+"""NVLink 5 and IMEX: what fabric manager needs where the NVSwitches are not on the PCI bus (HGX B200/B300),
+and the IMEX service of multi-node NVLink.
 
 An NVLink 5 system is one with an InfiniBand device whose VPD holds SW_MNG (NVIDIA's driver container's test,
 read by hostprobe). There fabric manager must run, and its unit's precheck needs ib_umad loaded (fabric

@@ -282,7 +282,7 @@ NVLINK5_MARKER = b"SW_MNG"
 
 def _nvlink5_switch_managers() -> Dict[str, object]:
     """InfiniBand devices whose PCI VPD holds SW_MNG: the NVSwitch managers of an NVLink 5 system (HGX
-    B200/B300, GB200), whose switches have no PCI function (NVIDIA's driver container,
+    B200/B300), whose switches have no PCI function (NVIDIA's driver container,
     _assert_nvlink5_system). The kernel makes `vpd` readable by root only (mode 0600): as another user the
     files are read with sudo -n."""
     try:
