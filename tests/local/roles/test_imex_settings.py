@@ -1,6 +1,6 @@
-"""nvidia_driver's IMEX settings check (tasks/preflight.yml), run by real ansible-playbook on this machine: IMEX
-needs the NVLink domain's node addresses and a branch NVIDIA packages nvidia-imex for (R550 on apt, R570 on
-dnf: vars/Debian.yml and vars/RedHat.yml), and says what to change when either is missing."""
+"""nvidia_driver's IMEX settings check (tasks/preflight.yml), run by real ansible-playbook on this machine:
+IMEX needs the NVLink domain's node addresses and a branch NVIDIA packages nvidia-imex for (R550 on apt,
+R570 on dnf: vars/Debian.yml and vars/RedHat.yml), and says what to change when either is missing."""
 
 from __future__ import annotations
 
