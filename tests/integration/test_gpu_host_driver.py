@@ -112,8 +112,9 @@ def test_converges_with_persistence_on_and_no_reboot_when_the_locked_driver_is_l
     )
     # The compute-only set, without the X server driver.
     installed = node_shell(gpu_host, "dpkg-query -W -f '${Package}\\n' 'nvidia-*' 'xserver-*' || true")
-    assert "nvidia-headless-550-open" in installed.split()
-    assert "xserver-xorg-video-nvidia-550" not in installed.split()
+    branch = SANDBOX_LOCK["driver_branch"]
+    assert f"nvidia-headless-{branch}-open" in installed.split()
+    assert f"xserver-xorg-video-nvidia-{branch}" not in installed.split()
 
 
 def test_an_older_loaded_driver_asks_for_a_reboot_naming_both(gpu_host: Sandbox, tmp_path: Path) -> None:

@@ -95,8 +95,8 @@ def test_os_repository_without_the_locked_cuda_names_what_fits():
     sample = yaml.safe_load(SAMPLE_LOCK.read_text())["gpu_stack"]
     assert lock.os_problems(sample, "ubuntu", "24.04") == [
         "NVIDIA's ubuntu2404 repository has no CUDA 12.4.1: it carries CUDA 12.6.3, 12.8.1, 12.9.1, 13.0.0, "
-        "13.0.1, 13.0.2, 13.0.3, 13.1.1, 13.2.0, 13.2.1, 13.3.1; of those, driver_version 550.127.08 fits "
-        "none in the table. Lock a CUDA it carries "
+        "13.0.1, 13.0.2, 13.0.3, 13.1.1, 13.2.0, 13.2.1, 13.3.1; of those, driver_version 580.126.09 fits "
+        "12.6.3, 12.8.1, 12.9.1, 13.0.0, 13.0.1, 13.0.2. Lock a CUDA it carries "
         "(with the cuDNN, NCCL and PyTorch that fit it), or provision this host with another OS"
     ]
     newer = with_(driver_branch="570", driver_version="570.124.06")
@@ -141,7 +141,7 @@ def test_driver_too_old_for_cuda_names_the_pair_and_what_fits():
 def test_branch_must_match_the_version():
     problems = lock.check(with_(driver_branch="570"))
     assert problems == [
-        "driver_branch 570 does not fit driver_version 550.127.08: set driver_branch to '550', or pick a "
+        "driver_branch 570 does not fit driver_version 580.126.09: set driver_branch to '580', or pick a "
         "version of branch 570 (570.86.15, 570.124.06, 570.133.20, 570.148.08, 570.158.01, 570.172.08, "
         "570.195.03, 570.211.01)"
     ]
@@ -300,7 +300,8 @@ def test_a_branch_past_its_end_of_life_warns_from_the_first_day_of_that_month(
 
 
 def test_a_branch_known_end_of_life_only_by_a_month_says_by_and_names_what_is_supported():
-    (message,) = lock.warnings(SANDBOX_LOCK, today=datetime.date(2026, 11, 26))
+    r550 = {**SANDBOX_LOCK, "driver_branch": "550", "driver_version": "550.127.08"}
+    (message,) = lock.warnings(r550, today=datetime.date(2026, 11, 26))
     assert message == (
         "driver_branch 550 (production branch) reached its end of life by July 2025: NVIDIA ships it no more "
         "fixes; branches in support that a lock can name: 580 (long-term support, to June 2028), 595 "
@@ -315,4 +316,12 @@ def test_a_supported_branch_and_a_malformed_or_unknown_lock_do_not_warn():
     malformed = with_(driver_branch="55")  # check() reports it
     assert lock.warnings(malformed, today=datetime.date(2026, 11, 26)) == []
     table = {**lock.load_table(), "driver_branches": []}
-    assert lock.warnings(SANDBOX_LOCK, table, today=datetime.date(2026, 11, 26)) == []
+    r550 = {**SANDBOX_LOCK, "driver_branch": "550", "driver_version": "550.127.08"}
+    assert lock.warnings(r550, table, today=datetime.date(2026, 11, 26)) == []
+
+
+def test_the_sandbox_and_sample_locks_name_a_branch_in_support():
+    sample = yaml.safe_load(SAMPLE_LOCK.read_text())["gpu_stack"]
+    for stack in (SANDBOX_LOCK, sample):
+        assert lock.check(stack) == []
+        assert lock.warnings(stack, today=datetime.date(2026, 11, 26)) == []

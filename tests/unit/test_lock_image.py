@@ -13,8 +13,13 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 NGC = "nvcr.io/nvidia/pytorch"
 
 
+# The driver these tests lock: R550, older than the images below need (the sandbox lock's R580 runs them all,
+# 25.12 through CUDA forward compatibility).
+R550 = {"driver_branch": "550", "driver_version": "550.127.08"}
+
+
 def stack(image: object, cuda: object = None, **changes: str) -> dict[str, object]:
-    result: dict[str, object] = {**SANDBOX_LOCK, **changes, "container_image": image}
+    result: dict[str, object] = {**SANDBOX_LOCK, **R550, **changes, "container_image": image}
     if cuda is not None:
         result["container_image_cuda"] = cuda
     return result

@@ -10,6 +10,7 @@
 - version_checks.py: installed versions against the lock: driver, CUDA, cuDNN, NCCL, holds, the env.
 - gpu_checks.py: count, driver, persistence, Xid, memory, matmul, clocks, PCIe, NVLink, peermem, fabric, DKMS.
 - network_checks.py: the sysctls network_tuning set, /etc/nccl.conf, the NCCL interface, InfiniBand.
+- nvlink_fabric.py: NVLink 5 (fabric manager and ib_umad where a VPD names SW_MNG) and IMEX.
 - cross_checks.py: checks across hosts (the versions agree; the odd host out is named).
 - ports.py: the rendezvous and NCCL/gloo ports reached from every other host (gpuprov.porttest).
 - bandwidth.py: the all-reduce's bus bandwidth across the hosts, through gpuprov launch.

@@ -366,8 +366,12 @@ def fabricmanager(view: HostView) -> list[Result]:
         return view.not_applicable("fabricmanager", NO_GPU)
     switches = int(view.data.get("pci_nvswitches") or 0)
     if switches == 0:
+        nvlink5 = bool(view.tool("nvlink5").get("managers"))  # NVLink 5's switches: the nvlink5 check
         return view.not_applicable(
-            "fabricmanager", "no NVSwitch on the PCI bus (vendor 0x10de, class 0x0680)"
+            "fabricmanager",
+            "NVLink 5: no NVSwitch on the PCI bus; the nvlink5 check covers fabric manager"
+            if nvlink5
+            else "no NVSwitch on the PCI bus (vendor 0x10de, class 0x0680)",
         )
     run = view.tool("fabricmanager")
     state = str(run.get("stdout", "")).strip() or "unknown"

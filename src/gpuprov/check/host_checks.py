@@ -15,6 +15,7 @@ from gpuprov.check import (
     gpu_memory,
     gpudirect,
     network_checks,
+    nvlink_fabric,
     recovery_action,
     version_checks,
 )
@@ -43,6 +44,8 @@ CHECKS: dict[str, Check] = {
     "nvlink": gpu_checks.nvlink,
     "peermem": gpudirect.peermem,
     "fabricmanager": gpu_checks.fabricmanager,
+    "nvlink5": nvlink_fabric.nvlink5,
+    "imex": nvlink_fabric.imex,
     "dkms": gpu_checks.dkms,
     "sysctl": network_checks.sysctl,
     "nccl-conf": network_checks.nccl_conf,

@@ -276,6 +276,43 @@ def _sees_gpus(env: Dict[str, object]) -> bool:
     return bool(info.get("cuda_available")) and int(info.get("device_count") or 0) > 0
 
 
+INFINIBAND_CLASS = "/sys/class/infiniband"
+NVLINK5_MARKER = b"SW_MNG"
+
+
+def _nvlink5_switch_managers() -> Dict[str, object]:
+    """InfiniBand devices whose PCI VPD holds SW_MNG: the NVSwitch managers of an NVLink 5 system (HGX
+    B200/B300), whose switches have no PCI function (NVIDIA's driver container,
+    _assert_nvlink5_system). The kernel makes `vpd` readable by root only (mode 0600): as another user the
+    files are read with sudo -n."""
+    try:
+        names = sorted(os.listdir(INFINIBAND_CLASS))
+    except OSError:
+        names = []
+    managers: List[str] = []
+    unreadable: List[str] = []
+    for name in names:
+        path = os.path.join(INFINIBAND_CLASS, name, "device", "vpd")
+        if not os.path.isfile(path):
+            continue
+        try:
+            with open(path, "rb") as handle:
+                if NVLINK5_MARKER in handle.read():
+                    managers.append(name)
+        except OSError:
+            unreadable.append(name)
+    if unreadable:
+        paths = [os.path.join(INFINIBAND_CLASS, n, "device", "vpd") for n in unreadable]
+        res = _run(["sudo", "-n", "grep", "-l", NVLINK5_MARKER.decode(), *paths])
+        # grep -l names the files that match, rc 1 and nothing on stderr when none does; sudo -n refusing
+        # exits 1 too, saying why on stderr.
+        if res["rc"] == 0 or (res["rc"] == 1 and not str(res["stderr"]).strip()):
+            matched = str(res["stdout"]).split()
+            managers += [n for n, path in zip(unreadable, paths) if path in matched]
+            unreadable = []
+    return {"managers": sorted(managers), "unreadable": unreadable}
+
+
 def _loaded_modules() -> List[str]:
     text = _read("/proc/modules") or ""
     return [line.split(" ", 1)[0] for line in text.splitlines() if line]
@@ -383,6 +420,8 @@ def _collect(request: Dict[str, object]) -> Dict[str, object]:
     data["ibstat"] = _run(["ibstat"])
     data["dkms"] = _run(["dkms", "status"])
     data["fabricmanager"] = _run(["systemctl", "is-active", "nvidia-fabricmanager"])
+    data["nvlink5"] = _nvlink5_switch_managers()
+    data["imex"] = _run(["systemctl", "is-active", "nvidia-imex"])
     data.update(_gpu_probes(request, python))
     return data
 

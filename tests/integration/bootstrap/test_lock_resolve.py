@@ -2,8 +2,9 @@
 mirror's debian12, ubuntu2204 and rhel9 repositories and its wheel index through the nodes, and bootstrap
 accepts what it writes (its preflight, and every role's check-mode run against the mirror's packages).
 
-The mirror's stand-ins carry CUDA 12.4.1-12.8.1, drivers up to 570 (590 on the apt repositories), one cuDNN
-(9.5.1.17, to CUDA 12.6) and the CPU build of torch: the newest lock they all fit is CUDA 12.6.3.
+The mirror's stand-ins carry CUDA 12.4.1-12.8.1, drivers up to 580 (590 on the apt repositories), one cuDNN
+(9.5.1.17, to CUDA 12.6) and the CPU build of torch: the newest lock they all fit is CUDA 12.6.3, with R580's
+580.126.09 (R590 is past its end of life and not on rhel9; R580 is in support to June 2028).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def test_the_resolved_lock_is_accepted_by_bootstrap(mixed_sandbox: Sandbox, tmp_
         "9.5.1.17",
         "2.23.4",
     )
-    assert (stack["driver_version"], stack["pytorch_cuda_tag"]) == ("570.124.06", "cpu")
+    assert (stack["driver_version"], stack["pytorch_cuda_tag"]) == ("580.126.09", "cpu")
     result = bootstrap(mixed_sandbox, "-e", f"@{target}", "--check", timeout=1500)
     assert result.returncode == 0, result.stdout + result.stderr
     summary = result.summary()

@@ -105,8 +105,8 @@ def test_changed_host_key_and_refused_user_key_reported_together(
 
 def test_lock_that_does_not_fit(deb_sandbox: Sandbox, tmp_path: Path) -> None:
     lock = tmp_path / "lock.yml"
-    lock.write_text(LOCK.read_text().replace('driver_branch: "550"', 'driver_branch: "535"').replace(
-        'driver_version: "550.127.08"', 'driver_version: "535.216.03"'
+    lock.write_text(LOCK.read_text().replace('driver_branch: "580"', 'driver_branch: "535"').replace(
+        'driver_version: "580.126.09"', 'driver_version: "535.216.03"'
     ).replace('cuda_version: "12.4.1"', 'cuda_version: "12.8.1"'))  # fmt: skip
     before = snapshot(deb_sandbox)
     result = bootstrap(deb_sandbox, "-e", f"@{lock}")

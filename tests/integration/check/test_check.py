@@ -188,8 +188,9 @@ def test_a_gpu_missing_from_nvidia_smi(node2_with_one_gpu: Sandbox) -> None:
         "2",
     )
     assert count["source"] == "inventory (gpuprov_gpu_count)" and "missing" in count["action"]
-    # The stand-in's driver (550.127.08, CUDA 12.4) supports the locked CUDA 12.4.1.
-    assert (results["cuda-driver"]["status"], results["cuda-driver"]["measured"]) == ("pass", "12.4")
+    # The stand-in's driver (580.126.09, "CUDA Version: 13.0" as the recorded nvidia-smi of that release
+    # prints) supports the locked CUDA 12.4.1.
+    assert (results["cuda-driver"]["status"], results["cuda-driver"]["measured"]) == ("pass", "13.0")
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 The mirror's rhel9 repository carries NVIDIA's module metadata (gpuprov.sandbox.rpm_modules), so the node's
 dnf (Debian's, with module support) behaves as on Rocky: latest-dkms is the default stream, and `dnf module
 enable` refuses to move from an enabled stream. A first run locks branch 570 (proprietary: stream 570-dkms),
-as an earlier lock would have; the run with the sandbox's lock (550, open) must switch to 550-open, converge,
-version-lock the whole *nvidia*550* tree, and change nothing when run again.
+as an earlier lock would have; the run with the sandbox's lock (580, open) must switch to 580-open, converge,
+version-lock the whole *nvidia*580* tree, and change nothing when run again.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tests.integration.conftest import Sandbox
 pytestmark = pytest.mark.integration
 PLAYBOOK = Path(__file__).parent / "playbooks" / "nvidia_driver.yml"
 OLD = next(d for d in standins.CATALOGUE.drivers if d.branch == "570")
+BRANCH, VERSION = SANDBOX_LOCK["driver_branch"], SANDBOX_LOCK["driver_version"]
 
 
 def apply(node: Sandbox, lock: dict[str, str]) -> str:
@@ -52,9 +53,9 @@ def test_switches_from_an_enabled_stream_to_the_locked_one(rocky: Sandbox) -> No
 
     first = apply(rocky, SANDBOX_LOCK)
     assert recap(first)["failed"] == 0
-    assert enabled_stream(rocky) == "550-open"
+    assert enabled_stream(rocky) == f"{BRANCH}-open"
     installed = shell(rocky, "rpm -qa --qf '%{NAME} %{VERSION}\\n' '*nvidia*' | sort")
-    assert "kmod-nvidia-open-dkms 550.127.08" in installed
+    assert f"kmod-nvidia-open-dkms {VERSION}" in installed
     assert "570" not in installed and "kmod-nvidia-latest-dkms" not in installed
 
     # The whole tree is locked at its installed version, the old branch's locks are gone.
@@ -64,8 +65,8 @@ def test_switches_from_an_enabled_stream_to_the_locked_one(rocky: Sandbox) -> No
     ).splitlines()
     assert tree and set(tree) <= set(locks)
     # ...also the packages the role does not name, which its packages depend on.
-    assert any(entry.startswith("nvidia-kmod-common-3:550.127.08-") for entry in locks)
-    assert any(entry.startswith("nvidia-driver-cuda-libs-3:550.127.08-") for entry in locks)
+    assert any(entry.startswith(f"nvidia-kmod-common-3:{VERSION}-") for entry in locks)
+    assert any(entry.startswith(f"nvidia-driver-cuda-libs-3:{VERSION}-") for entry in locks)
     assert not [entry for entry in locks if ":570." in entry]
 
     again = apply(rocky, SANDBOX_LOCK)

@@ -31,6 +31,8 @@ def hosts_that_pass(monkeypatch: pytest.MonkeyPatch) -> None:
 def _refused_lock(tmp_path: Path, image: str) -> list[str]:
     """bootstrap with the sample lock plus this image: exit 2, no run of Ansible; the lock's problems."""
     stack = yaml.safe_load((SAMPLE / "group_vars" / "all" / "gpu_stack.yml").read_text())["gpu_stack"]
+    # R550: older than NGC 25.12 needs (the sample lock's R580 runs it through forward compatibility).
+    stack |= {"driver_branch": "550", "driver_version": "550.127.08"}
     lock_file = tmp_path / "lock.yml"
     lock_file.write_text(yaml.safe_dump({"gpu_stack": {**stack, "container_image": image}}))
     state = tmp_path / "state"

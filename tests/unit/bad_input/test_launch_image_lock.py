@@ -21,6 +21,8 @@ LOCKED = f"nvcr.io/nvidia/pytorch:24.05-py3@{DIGEST}"
 
 def launch(tmp_path: Path, image: str, locked: str | None = LOCKED) -> in_process.Result:
     stack = yaml.safe_load((SAMPLE / "group_vars" / "all" / "gpu_stack.yml").read_text())["gpu_stack"]
+    # R550: older than NGC 25.12 needs (the sample lock's R580 runs it through forward compatibility).
+    stack |= {"driver_branch": "550", "driver_version": "550.127.08"}
     if locked is not None:
         stack["container_image"] = locked
     (tmp_path / "group_vars" / "all").mkdir(parents=True)

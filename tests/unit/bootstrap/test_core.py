@@ -91,7 +91,8 @@ def test_a_lock_past_its_branch_end_of_life_warns_and_bootstrap_goes_on(
 
     stand_ins(monkeypatch, {})
     lock_file = options.inventory.parent / "lock.yml"
-    lock_file.write_text(yaml.safe_dump({"gpu_stack": dict(SANDBOX_LOCK)}))
+    r550 = {**SANDBOX_LOCK, "driver_branch": "550", "driver_version": "550.127.08"}  # end of life by 2025-07
+    lock_file.write_text(yaml.safe_dump({"gpu_stack": r550}))
     options = Options(inventory=options.inventory, extra_vars=(f"@{lock_file}",))
     summary = core.run(options)
     assert summary["status"] == "ok"

@@ -29,6 +29,7 @@ def test_the_rpm_stand_ins_hold_the_recorded_branches() -> None:
         "535",
         "550",
         "570",
+        "580",
     ]
 
 
@@ -42,7 +43,7 @@ def test_streams_and_profiles_are_nvidias() -> None:
         ]
         for m in modulemd
     }
-    assert found == RECORDED["streams_for_535_550_570"]
+    assert found == RECORDED["streams_for_535_550_570_580"]
     assert {m["name"] for m in modulemd} == {RECORDED["module"]}
 
 
@@ -80,7 +81,7 @@ def test_stream_artifacts_hold_only_their_branch_and_one_kmod() -> None:
 def test_role_picks_only_streams_that_exist(branch: str, flavor: str) -> None:
     """setup-RedHat.yml enables <branch><suffix>; that stream exists and carries the role's kmod package."""
     stream = branch + ROLE_VARS["__nvidia_driver_module_stream_suffix"][flavor]
-    recorded = RECORDED["streams_for_535_550_570"]
+    recorded = RECORDED["streams_for_535_550_570_580"]
     assert stream in recorded
     assert recorded[stream][1] == ROLE_VARS["__nvidia_driver_kmod_package"][flavor]
     assert stream not in RECORDED["missing_streams"]

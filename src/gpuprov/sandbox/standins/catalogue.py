@@ -86,6 +86,10 @@ CATALOGUE = Catalogue(
         DriverRelease(branch="535", version="535.216.03", cuda="12.2"),
         DriverRelease(branch="550", version="550.127.08", cuda="12.4"),
         DriverRelease(branch="570", version="570.124.06", cuda="12.8"),
+        # R580 (long-term support to June 2028), the sandbox lock's: 580.126.09 in NVIDIA/gpu-driver-container
+        # versions.mk (commit 3172f08, 2026-01-16); its nvidia-smi prints "CUDA Version: 13.0"
+        # (tests/recorded/nvidia-smi/summary-2xA100-580.126.09).
+        DriverRelease(branch="580", version="580.126.09", cuda="13.0"),
         # R590, the first branch NVIDIA's ubuntu* repositories name without the branch (drivers.py):
         # 590.48.01 in NVIDIA/gpu-driver-container versions.mk (commit feb891d, 2025-12-22); its nvidia-smi
         # prints "CUDA Version: 13.1" in 580's table layout (nvidia-smi outputs published with it).

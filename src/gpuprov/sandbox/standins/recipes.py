@@ -18,9 +18,11 @@ def rpm_packages(catalogue: Catalogue) -> list[Package]:
 
 
 # The rpm repositories hold the driver branches whose dnf module metadata (streams, profiles, defaults) is
-# recorded (tests/recorded/el-module-streams.yaml: 535, 550, 570); NVIDIA's rhel streams of later branches
-# are not recorded, so the rpm stand-ins stop there while the apt ones go on (R590's new Ubuntu names).
-RPM_DRIVER_BRANCHES = ("535", "550", "570")
+# recorded (tests/recorded/el-module-streams.yaml: genmodules.py's rules, and the streams they give for 535,
+# 550, 570 and 580; NVIDIA's driver installation guide names `dnf module enable nvidia-driver:580-open` for
+# RHEL 8/9). No rhel stream of R590 or later is recorded, so the rpm stand-ins stop at 580 while the apt ones
+# go on (R590's new Ubuntu names).
+RPM_DRIVER_BRANCHES = ("535", "550", "570", "580")
 
 
 def _packages(catalogue: Catalogue, fmt: Format) -> list[Package]:
