@@ -1,8 +1,8 @@
 """`gpuprov upgrade` on the session's two-node Slurm cluster (slurm_cluster: node1 runs slurmctld, both run
 slurmd, Debian 12's real Slurm 22.05.8; bootstrapped with the sandbox lock A).
 
-Lock B is lock A with driver 570.124.06 (R570 fits CUDA 12.4.1: the table's minimum is 550.54.15), which the
-sandbox mirror serves (sandbox/standins/catalogue.py): a driver-only change keeps the batches short. One test,
+Lock B is lock A (driver 580.126.09) with driver 590.48.01 (R590 fits CUDA 12.4.1: the table's minimum is
+550.54.15), which the sandbox mirror serves (sandbox/standins/catalogue.py): a driver-only change keeps the batches short. One test,
 the issue's done-when in order, on the cluster the other Slurm tests already made:
 
 1. node1 drained by an administrator; a Slurm job running on node2; node2 told (gpuprov_gpu_count=8 in its
@@ -13,7 +13,7 @@ the issue's done-when in order, on the cluster the other Slurm tests already mad
 3. `--resume` again: finishes without redoing node2; node1 still drained by its administrator; node2 back
    in service; the job's output intact; `gpuprov check` passes with lock B's driver on both nodes.
 
-This file sorts after the other integration tests and leaves the two nodes at lock B (driver 570.124.06):
+This file sorts after the other integration tests and leaves the two nodes at lock B (driver 590.48.01):
 keep it last, or give it a sandbox of its own.
 """
 
@@ -42,7 +42,7 @@ ADMIN_REASON = "admin: fan replaced, burn-in pending"
 
 def lock_b(sandbox: Sandbox) -> Path:
     stack = yaml.safe_load((sandbox.inventory.parent / "group_vars" / "all" / "gpu_stack.yml").read_text())
-    stack["gpu_stack"].update(driver_branch="570", driver_version="570.124.06")
+    stack["gpu_stack"].update(driver_branch="590", driver_version="590.48.01")
     path = sandbox.inventory.parent / "lock-b.yml"
     path.write_text(yaml.safe_dump(stack))
     return path
@@ -111,7 +111,7 @@ def test_rolling_upgrade_with_a_job_an_admin_drain_a_failed_gate_and_ctrl_c(slur
     plan = upgrade(sandbox, str(new_lock), "--dry-run")
     print(plan.stderr)  # shown with -s: docs/upgrade.md quotes these outputs
     assert plan.returncode == 0, plan.stderr
-    assert "canary" in plan.stderr and "570.124.06" in plan.stderr
+    assert "canary" in plan.stderr and "590.48.01" in plan.stderr
 
     first = upgrade(sandbox, str(new_lock))
     print(first.stderr)
