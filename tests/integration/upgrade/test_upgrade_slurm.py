@@ -2,8 +2,8 @@
 slurmd, Debian 12's real Slurm 22.05.8; bootstrapped with the sandbox lock A).
 
 Lock B is lock A (driver 580.126.09) with driver 590.48.01 (R590 fits CUDA 12.4.1: the table's minimum is
-550.54.15), which the sandbox mirror serves (sandbox/standins/catalogue.py): a driver-only change keeps the batches short. One test,
-the issue's done-when in order, on the cluster the other Slurm tests already made:
+550.54.15), which the sandbox mirror serves (sandbox/standins/catalogue.py): a driver-only change keeps the
+batches short. One test, the issue's done-when in order, on the cluster the other Slurm tests already made:
 
 1. node1 drained by an administrator; a Slurm job running on node2; node2 told (gpuprov_gpu_count=8 in its
    host_vars) to have eight GPUs, so its gate fails: the rollout waits for the job, upgrades node2 after it
