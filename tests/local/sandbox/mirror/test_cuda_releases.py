@@ -86,9 +86,11 @@ def test_the_sandbox_nodes_repositories_hold_the_sandbox_lock(built: MirrorConte
     assert f"{lock_['cudnn_version']}-1" in versions["libcudnn9-cuda-12"]
     nccl = "libnccl2" if name in APT_REPOS else "libnccl"
     assert f"{lock_['nccl_version']}-1+cuda12.4" in versions[nccl]
-    driver = {"debian12": "nvidia-driver-cuda", "ubuntu2204": "nvidia-headless-550-open"}.get(
-        name, "nvidia-driver"
-    )
+    # The ubuntu repositories name the driver by its branch up to R580 (drivers.py).
+    driver = {
+        "debian12": "nvidia-driver-cuda",
+        "ubuntu2204": f"nvidia-headless-{lock_['driver_branch']}-open",
+    }.get(name, "nvidia-driver")
     assert f"{lock_['driver_version']}-1" in versions[driver]
 
 
