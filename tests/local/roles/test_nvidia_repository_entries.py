@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -49,10 +50,13 @@ def make_key(home: Path, name: str) -> tuple[str, Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("keys")
     verified, other = make_key(root / "v", "verified"), make_key(root / "o", "other")
-    return {"fp": verified[0], "gpg": verified[1], "asc": verified[2], "other": other[1]}
+    yield {"fp": verified[0], "gpg": verified[1], "asc": verified[2], "other": other[1]}
+    # Key generation started a gpg-agent per home; it would outlive the test run.
+    for home in (root / "v", root / "o"):
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], check=False)
 
 
 def apt_tree(tmp_path: Path, files: dict[str, str]) -> Path:
