@@ -15,10 +15,12 @@ from gpuprov import hosts
 from gpuprov.launch import jobs, selection
 from gpuprov.launch.options import Nproc, image_option, launcher_option
 from gpuprov.launch.selection import HostChoice
+from gpuprov.launch.slurm_nodes import SINFO_FORMAT as SLURM_SINFO_FORMAT
+from gpuprov.launch.slurm_nodes import SlurmNode, listed_nodes
 
 __all__ = [
-    "AUTO", "HostChoice", "Nproc", "active_jobs", "choose_hosts", "image_option", "job_log",
-    "launcher_option", "run_job",
+    "AUTO", "SLURM_SINFO_FORMAT", "HostChoice", "Nproc", "SlurmNode", "active_jobs", "choose_hosts",
+    "image_option", "job_log", "launcher_option", "listed_nodes", "run_job",
 ]  # fmt: skip
 
 AUTO = Nproc("auto")  # one process per GPU, or 1 on a host without GPUs

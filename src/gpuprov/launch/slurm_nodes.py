@@ -86,20 +86,32 @@ class Partition:
         return [n.name for n in self.nodes]
 
 
+def listed_nodes(sinfo_output: str) -> list[tuple[str, SlurmNode]]:
+    """Each line of `sinfo --noheader --Node --format SINFO_FORMAT` as (its partition, as sinfo prints it,
+    `*` included; the node). A node in several partitions is listed once per partition. The reason is the
+    last field: it may hold a '|' of its own."""
+    listed = []
+    for line in sinfo_output.splitlines():
+        fields = line.split("|", 5)
+        if len(fields) != 6 or not fields[0].strip():
+            continue
+        reason = fields[5].strip()
+        node = SlurmNode(
+            fields[0].strip(), fields[2], fields[3], fields[4].strip(), "" if reason == "none" else reason
+        )
+        listed.append((fields[1], node))
+    return listed
+
+
 def default_partition(sinfo_output: str) -> Partition | None:
     """The default partition (`*` after its name) and its nodes, from `sinfo --noheader --Node --format
     SINFO_FORMAT`; None when no partition is the default."""
     nodes: dict[str, SlurmNode] = {}
     name = None
-    for line in sinfo_output.splitlines():
-        fields = line.split("|", 5)
-        if len(fields) != 6 or not fields[1].endswith("*"):
-            continue
-        name = fields[1].rstrip("*")
-        reason = fields[5].strip()
-        nodes[fields[0]] = SlurmNode(
-            fields[0], fields[2], fields[3], fields[4].strip(), "" if reason == "none" else reason
-        )
+    for partition, node in listed_nodes(sinfo_output):
+        if partition.endswith("*"):
+            name = partition.rstrip("*")
+            nodes[node.name] = node
     if name is None:
         return None
     return Partition(name, sorted(nodes.values(), key=lambda n: n.name))

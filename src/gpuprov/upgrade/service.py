@@ -23,6 +23,7 @@ from typing import Protocol
 
 from gpuprov import hosts, ssh
 from gpuprov.errors import ExitCode, GpuprovError
+from gpuprov.launch import api as launch_api
 
 REASON_PREFIX = "gpuprov upgrade"
 ATTEMPTS = 6
@@ -45,20 +46,13 @@ class NodeState:
         return self.reason.startswith(REASON_PREFIX)
 
 
-SINFO_FORMAT = "%N|%P|%n|%o|%T|%E"
-
-
 def parse_sinfo(text: str) -> dict[str, NodeState]:
-    """SINFO_FORMAT lines: a node in several partitions is listed once per partition. The reason is last:
-    it may hold a '|' of its own."""
+    """launch's SINFO_FORMAT lines (launch reads the same lines for its partition): each node's state,
+    suffix marks dropped, and its reason."""
     states: dict[str, NodeState] = {}
-    for line in text.splitlines():
-        parts = line.split("|", 5)
-        if len(parts) != 6 or not parts[0].strip():
-            continue
-        node, state, reason = parts[0].strip(), parts[4].strip(), parts[5].strip()
-        reason = "" if reason.lower() == "none" else reason
-        states[node] = NodeState(state.rstrip(_STATE_MARKS).lower(), reason)
+    for _partition, node in launch_api.listed_nodes(text):
+        reason = "" if node.reason.lower() == "none" else node.reason
+        states[node.name] = NodeState(node.state.rstrip(_STATE_MARKS).lower(), reason)
     return states
 
 
@@ -103,7 +97,7 @@ class Slurm:
 
     def states(self, nodes: Sequence[str]) -> dict[str, NodeState]:
         names = shlex.quote(",".join(nodes))
-        command = f"sinfo --noheader --Node --nodes={names} --format '{SINFO_FORMAT}'"
+        command = f"sinfo --noheader --Node --nodes={names} --format '{launch_api.SLURM_SINFO_FORMAT}'"
         return parse_sinfo(self._run(command, "sinfo"))
 
     def drain(self, node: str, reason: str) -> None:
