@@ -1,5 +1,5 @@
-"""Two locks the sandbox mirror serves both of (sandbox/standins/catalogue.py): A, the sample lock's stack,
-and B, what `gpuprov lock resolve` chose there (docs/lock.md)."""
+"""Two locks the sandbox mirror serves both of (sandbox/standins/catalogue.py): A, the R550 stack the sample
+lock had before it moved to R580, and B, what `gpuprov lock resolve` chose there then (docs/lock.md)."""
 
 from __future__ import annotations
 
