@@ -94,7 +94,16 @@ def show_warnings(path: Path, warnings: Sequence[str]) -> None:
         console.warning(f"{path}: {text}")
 
 
-def load_with_warnings(path: Path | str, limit: str | None = None) -> tuple[Inventory, list[str]]:
+def load_group(path: Path | str, group: str) -> list[Host]:
+    """The hosts of another inventory group (e.g. slurm_controller, which need not be a GPU host), with
+    the same connection settings and checks as load()'s; [] when the inventory has no such group. What
+    Ansible warns about is left to load(), which the caller has run on the same file."""
+    return load_with_warnings(path, group=group)[0].hosts
+
+
+def load_with_warnings(
+    path: Path | str, limit: str | None = None, group: str | None = None
+) -> tuple[Inventory, list[str]]:
     """load(), with what Ansible warned about while loading returned instead of shown."""
     if not str(path).strip():
         # Path("") is ".": Ansible would read the current directory as an inventory and run its
@@ -105,7 +114,7 @@ def load_with_warnings(path: Path | str, limit: str | None = None) -> tuple[Inve
     _check_yaml_files(path)
     with _ansible_warnings() as warnings:
         try:
-            inventory = _load(path, limit)
+            inventory = _load(path, limit, group)
         except RecursionError:  # yaml_limits keeps files shallow; a template can still recurse
             raise BadInput(
                 f"{path}: a value nests too deeply (or a template refers to itself); simplify it"
@@ -113,7 +122,7 @@ def load_with_warnings(path: Path | str, limit: str | None = None) -> tuple[Inve
     return inventory, warnings
 
 
-def _load(path: Path, limit: str | None) -> Inventory:
+def _load(path: Path, limit: str | None, only_group: str | None = None) -> Inventory:
     # Imported here: ansible's modules are large and `gpuprov --help` should stay quick.
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
@@ -130,10 +139,12 @@ def _load(path: Path, limit: str | None) -> Inventory:
                 f"{path}: Ansible could not read this inventory; check it with ansible-inventory -i"
             )
         variables = VariableManager(loader=loader, inventory=manager)
-        group = GROUP if GROUP in manager.groups else "all"
+        group = only_group or (GROUP if GROUP in manager.groups else "all")
+        if only_group is not None and only_group not in manager.groups:
+            return Inventory(path=path, hosts=[], group=only_group)
         members = manager.groups[group].get_hosts()
         where = f"group [{GROUP}]" if group == GROUP else "the inventory"
-        if not members:
+        if not members and only_group is None:
             raise BadInput(f"{path}: {where} has no hosts; add the GPU servers to it")
         if limit is not None:
             members = _limited(manager, limit, group, where, path)

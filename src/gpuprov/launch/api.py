@@ -17,10 +17,11 @@ from gpuprov.launch.options import Nproc, image_option, launcher_option
 from gpuprov.launch.selection import HostChoice
 from gpuprov.launch.slurm_nodes import SINFO_FORMAT as SLURM_SINFO_FORMAT
 from gpuprov.launch.slurm_nodes import SlurmNode, listed_nodes
+from gpuprov.launch.slurm_nodes import node_names as slurm_node_names
 
 __all__ = [
     "AUTO", "SLURM_SINFO_FORMAT", "HostChoice", "Nproc", "SlurmNode", "active_jobs", "choose_hosts",
-    "image_option", "job_log", "launcher_option", "listed_nodes", "run_job",
+    "image_option", "job_log", "launcher_option", "listed_nodes", "run_job", "slurm_node_names", "stop_job",
 ]  # fmt: skip
 
 AUTO = Nproc("auto")  # one process per GPU, or 1 on a host without GPUs
@@ -83,3 +84,11 @@ def active_jobs(host_names: Sequence[str]) -> dict[str, list[str]]:
         if on:
             active[job.id] = on
     return active
+
+
+def stop_job(job_id: str) -> None:
+    """`gpuprov stop JOB`: its ranks stopped on every host (or Slurm's scancel), recorded as stopped.
+    GpuprovError when a host could not be reached (the job is then not recorded as stopped)."""
+    from gpuprov.launch import control
+
+    control.stop_job(job_id)

@@ -151,6 +151,19 @@ def _is_address(name: str) -> bool:
 
 def inventory_host(inventory: hosts.Inventory, node: SlurmNode, partition: str) -> hosts.Host:
     """The inventory host that is this Slurm node (see the module's docstring for the order)."""
+    found = matching_host(inventory, node)
+    if found is not None:
+        return found
+    raise BadInput(
+        f"{inventory.path}: node {node.name} of partition {partition} (NodeHostName {node.hostname}, "
+        f"NodeAddr {node.address}) is no host of group [{inventory.group}] by name, FQDN or address "
+        "(ansible_host); add it (gpuprov pushes the job's code to it)"
+    )
+
+
+def matching_host(inventory: hosts.Inventory, node: SlurmNode) -> hosts.Host | None:
+    """The inventory host that is this Slurm node, None when none is; BadInput when several could be.
+    The one way gpuprov maps hosts to Slurm nodes (launch --scheduler slurm, upgrade)."""
     rules = (
         lambda h: h.name == node.name,
         lambda h: h.name == node.hostname,
@@ -166,8 +179,15 @@ def inventory_host(inventory: hosts.Inventory, node: SlurmNode, partition: str) 
                 f"{inventory.path}: Slurm node {node.name} (NodeAddr {node.address}) could be any of "
                 f"{', '.join(h.name for h in found)}; give each host an ansible_host that tells them apart"
             )
-    raise BadInput(
-        f"{inventory.path}: node {node.name} of partition {partition} (NodeHostName {node.hostname}, "
-        f"NodeAddr {node.address}) is no host of group [{inventory.group}] by name, FQDN or address "
-        "(ansible_host); add it (gpuprov pushes the job's code to it)"
-    )
+    return None
+
+
+def node_names(inventory: hosts.Inventory, sinfo_output: str) -> dict[str, str]:
+    """Each inventory host's Slurm node name, from `sinfo --noheader --Node --format SINFO_FORMAT` of every
+    node (matching_host's rules); a host no node matches is left out."""
+    found: dict[str, str] = {}
+    for _partition, node in listed_nodes(sinfo_output):
+        host = matching_host(inventory, node)
+        if host is not None:
+            found.setdefault(host.name, node.name)
+    return found

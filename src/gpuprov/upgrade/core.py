@@ -58,7 +58,7 @@ def _check_resume(opts: UpgradeOptions, existing: state.Rollout | None, stack: d
 
 def _plan(
     opts: UpgradeOptions, inventory: hosts.Inventory, stack: dict[str, Any]
-) -> tuple[planning.Plan, str | None]:
+) -> tuple[planning.Plan, hosts.Host | None]:
     """The plan from each host's verified versions (else its inventory lock), shown; downgrades refused."""
     records = recorded_versions.latest(inventory.path, inventory.names)
     old = _inventory_lock(inventory)
@@ -71,8 +71,8 @@ def _plan(
     planning.refuse_downgrades(changes, opts.allow_downgrade)
     controller = _controller(inventory)
     per_batch = opts.max_unavailable.hosts(len(inventory.names))
-    plan = planning.make(changes, opts.canary, per_batch, controller)
-    _show_plan(opts, plan, controller)
+    plan = planning.make(changes, opts.canary, per_batch, _in_batches(controller, inventory))
+    _show_plan(opts, plan, controller.name if controller else None)
     return plan, controller
 
 
@@ -81,7 +81,7 @@ def _start(
     inventory: hosts.Inventory,
     stack: dict[str, Any],
     plan: planning.Plan,
-    controller: str | None,
+    controller: hosts.Host | None,
 ) -> ExitCode:
     _preflight(inventory, stack)
     nodes, slurm = _slurm_view(inventory, controller)
@@ -107,7 +107,7 @@ def _continue(opts: UpgradeOptions, rollout: state.Rollout, inventory: hosts.Inv
     rollout.data["status"] = "running"
     rollout.save()
     console.step(f"Resuming rollout {rollout.data['id']}")
-    slurm = _service(inventory, rollout.data.get("controller") if rollout.data.get("slurm") else None)
+    slurm = _service(_recorded_controller(rollout, inventory))
     try:
         return _roll(opts, rollout, inventory, slurm)
     finally:
@@ -117,6 +117,7 @@ def _continue(opts: UpgradeOptions, rollout: state.Rollout, inventory: hosts.Inv
 def _roll(
     opts: UpgradeOptions, rollout: state.Rollout, inventory: hosts.Inventory, slurm: service.Service
 ) -> ExitCode:
+    from gpuprov.launch import api as launch_api
     from gpuprov.upgrade import actions
 
     reporter = Reporter(opts.json, len(rollout.data["plan"]), rollout.data["id"])
@@ -125,6 +126,8 @@ def _roll(
         apply=lambda names: actions.apply(inventory.path, names, rollout.lock_file, opts.reboot_timeout),
         gate=lambda names: actions.gate(inventory.path, names, rollout, quick=opts.gate == "quick"),
         ssh_jobs=actions.ssh_jobs,
+        stop_job=launch_api.stop_job,
+        kill_jobs=opts.kill_jobs,
         drain_timeout_s=opts.drain_timeout,
         max_failures=opts.max_failures,
     )
@@ -161,10 +164,21 @@ def _inventory_lock(inventory: hosts.Inventory) -> dict[str, dict[str, Any]]:
     return found
 
 
-def _controller(inventory: hosts.Inventory) -> str | None:
-    """The host of [slurm_controller] among the hosts (None: no Slurm, or it is not a GPU host here)."""
-    named = [h.name for h in inventory.hosts if CONTROLLER_GROUP in (h.vars.get("group_names") or [])]
-    return named[0] if named else None
+def _controller(inventory: hosts.Inventory) -> hosts.Host | None:
+    """The host of [slurm_controller] (None: no Slurm), a GPU node or not, and whether --limit kept it: a
+    controller outside the hosts upgraded is never in a batch, Slurm is still drained through it."""
+    found = hosts.load_group(inventory.path, CONTROLLER_GROUP)
+    if len(found) > 1:
+        raise BadInput(
+            f"{inventory.path}: group [{CONTROLLER_GROUP}] has {', '.join(h.name for h in found)}; Slurm has "
+            "one controller (the slurm role's rule): leave only the host that runs slurmctld in it"
+        )
+    return found[0] if found else None
+
+
+def _in_batches(controller: hosts.Host | None, inventory: hosts.Inventory) -> str | None:
+    """The controller's name when it is one of the hosts upgraded (it then goes last, alone)."""
+    return controller.name if controller is not None and controller.name in inventory.names else None
 
 
 def _show_plan(opts: UpgradeOptions, plan: planning.Plan, controller: str | None) -> None:
@@ -193,26 +207,47 @@ def _preflight(inventory: hosts.Inventory, stack: dict[str, Any]) -> None:
         )
 
 
-def _slurm_view(inventory: hosts.Inventory, controller: str | None) -> tuple[dict[str, str], service.Service]:
+def _slurm_view(
+    inventory: hosts.Inventory, controller: hosts.Host | None
+) -> tuple[dict[str, str], service.Service]:
     """Each host's Slurm node name and the service that drains it; an inventory whose hosts Slurm does not
     know is refused (exit 7) before anything is drained."""
     if controller is None:
         return {name: name for name in inventory.names}, service.NoScheduler()
-    nodes = service.node_names(inventory)
-    slurm = _service(inventory, controller)
-    missing = service.missing_nodes(nodes, slurm.states(list(nodes.values())))
+    slurm = service.Slurm(controller)
+    try:
+        nodes = slurm.node_names(inventory)
+    except BaseException:
+        slurm.close()
+        raise
+    missing = service.missing_nodes(inventory, nodes)
     if missing:
-        _close(slurm)
+        slurm.close()
         raise GpuprovError(
-            f"Slurm does not know {', '.join(missing)}: the inventory and slurm.conf disagree; fix the "
+            f"Slurm on {controller.name} has no node that is {', '.join(missing)} (by name, NodeHostName, "
+            "NodeAddr = ansible_host, or FQDN's first label): the inventory and slurm.conf disagree; fix the "
             "inventory or run `gpuprov bootstrap` first; nothing was drained",
             ExitCode.PREFLIGHT_FAILED,
         )
     return nodes, slurm
 
 
-def _service(inventory: hosts.Inventory, controller: str | None) -> service.Service:
-    return service.NoScheduler() if controller is None else service.Slurm(inventory.host(controller))
+def _recorded_controller(rollout: state.Rollout, inventory: hosts.Inventory) -> hosts.Host | None:
+    """The controller a resumed rollout drains through: the inventory's, which must be the one recorded."""
+    if not rollout.data.get("slurm"):
+        return None
+    controller = _controller(inventory)
+    if controller is None or controller.name != rollout.data.get("controller"):
+        raise BadInput(
+            f"--resume: rollout {rollout.data['id']} drained nodes through the Slurm controller "
+            f"{rollout.data.get('controller')}, and the inventory's [{CONTROLLER_GROUP}] is "
+            f"{controller.name if controller else 'empty'}; put it back, then resume"
+        )
+    return controller
+
+
+def _service(controller: hosts.Host | None) -> service.Service:
+    return service.NoScheduler() if controller is None else service.Slurm(controller)
 
 
 def _close(slurm: service.Service) -> None:
@@ -226,7 +261,7 @@ def _new_state(
     nodes: dict[str, str],
     states: dict[str, service.NodeState],
     stack: dict[str, Any],
-    controller: str | None,
+    controller: hosts.Host | None,
 ) -> dict[str, Any]:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     entries: dict[str, Any] = {}
@@ -241,6 +276,6 @@ def _new_state(
             }  # fmt: skip
     return {
         "id": f"{stamp}-{secrets.token_hex(2)}", "inventory": str(opts.inventory.resolve()), "lock": stack,
-        "plan": plan.batches, "canary": plan.canary, "controller": controller,
+        "plan": plan.batches, "canary": plan.canary, "controller": controller.name if controller else None,
         "slurm": controller is not None, "status": "running", "hosts": entries,
     }  # fmt: skip

@@ -77,6 +77,11 @@ class UpgradeOptions:
         help="Stop the rollout once this many hosts failed.", parse=cli_options.at_least(1),
     )  # fmt: skip
     drain_timeout: float = _seconds("--drain-timeout", "2h", "How long to wait for a host's jobs to end.")
+    kill_jobs: bool = cli_options.flag(
+        "--kill-jobs",
+        help="Past --drain-timeout, cancel the batch's jobs (scancel; gpuprov stop) instead of failing the "
+        "host; each job ends on all its hosts.",
+    )
     reboot_timeout: float = _seconds("--reboot-timeout", "15m", "How long a host may take to come back.")
     gate: str = cli_options.option(
         "--gate", type=click.Choice(["full", "quick"]), default="full", show_default=True,

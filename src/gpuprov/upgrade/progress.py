@@ -27,7 +27,7 @@ class Reporter:
         self.events.append(record)
         if self.as_json:
             console.result(json.dumps(record))
-        elif kind in ("failed", "stopped"):
+        elif kind in ("failed", "stopped", "killing"):
             console.warning(text)
         elif kind in ("done", "finished"):
             console.success(text)
@@ -73,6 +73,10 @@ class Reporter:
             "waiting", f"Waiting for jobs to end ({jobs}); up to {left_s:.0f} s more", busy=busy,
             left_s=round(left_s),
         )  # fmt: skip
+
+    def killing(self, host: str, jobs: list[str]) -> None:
+        text = f"{host}: --kill-jobs: cancelling {', '.join(jobs)} (still running at --drain-timeout)"
+        self._event("killing", text, host=host, jobs=jobs)
 
     def note(self, host: str, text: str) -> None:
         self._event("note", f"{host}: {text}", host=host, note=text)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpuprov.errors import ExitCode
+from gpuprov.errors import ExitCode, GpuprovError
 from gpuprov.upgrade import state
 from gpuprov.upgrade.progress import Reporter
 from gpuprov.upgrade.service import REASON_PREFIX, Service
@@ -20,6 +20,8 @@ from gpuprov.upgrade.state import Rollout
 Apply = Callable[[list[str]], dict[str, str]]  # hosts -> {host: why it failed} (absent: applied)
 Gate = Callable[[list[str]], dict[str, str]]  # hosts -> {host: the failed checks} (absent: passed)
 SshJobs = Callable[[list[str]], dict[str, list[str]]]  # hosts -> {gpuprov job id: its hosts among them}
+StopJob = Callable[[str], None]  # a gpuprov job id -> stopped on every host (launch's `gpuprov stop`)
+SLURM_JOB, GPUPROV_JOB = "Slurm job", "gpuprov job"
 
 
 @dataclass
@@ -34,6 +36,11 @@ class Steps:
     clock: Callable[[], float] = time.monotonic
     poll_s: float = 10.0
     stats: dict[str, float] = field(default_factory=dict)
+    kill_jobs: bool = False  # --kill-jobs: past --drain-timeout, cancel what still runs
+    stop_job: StopJob | None = None
+    # After scancel: Slurm signals SIGTERM, then SIGKILL after KillWait (30 s by default, slurm.conf(5)),
+    # then runs the epilog; gpuprov's own stop waits out its grace time. The jobs get this long to end.
+    kill_grace_s: float = 180.0
 
 
 def run(rollout: Rollout, steps: Steps, reporter: Reporter) -> ExitCode:
@@ -104,38 +111,79 @@ def _take_out(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> 
     if entry.get("admin_drained"):
         reporter.note(host, f"already out of service by an administrator ({entry['admin_reason']}): kept so")
         return
-    reason = f"{REASON_PREFIX} {rollout.data['id']}: moving to the new lock; do not resume by hand"
     rollout.set(host, drained_by_us=True)  # first: a crash between the two must not forget our drain
-    steps.service.drain(entry["node"], reason)
+    steps.service.drain(entry["node"], _reason(rollout))
+
+
+def _busy(rollout: Rollout, steps: Steps, waiting: list[str]) -> dict[str, list[str]]:
+    """What still runs on each of these hosts: "Slurm job ID" and "gpuprov job ID" entries."""
+    busy: dict[str, list[str]] = {}
+    for host in waiting:
+        for job in steps.service.jobs(rollout.host(host)["node"]):
+            busy.setdefault(host, []).append(f"{SLURM_JOB} {job}")
+    for job, on in steps.ssh_jobs(waiting).items():
+        for host in on:
+            busy.setdefault(host, []).append(f"{GPUPROV_JOB} {job}")
+    return busy
 
 
 def _wait_for_jobs(
     rollout: Rollout, steps: Steps, reporter: Reporter, todo: list[str], failed: dict[str, str]
 ) -> list[str]:
-    """The hosts whose jobs all ended within --drain-timeout (never killed); the others go to failed."""
+    """The hosts whose jobs all ended within --drain-timeout; the others go to failed. A job is never
+    killed, unless --kill-jobs: then, at the timeout, it is cancelled and gets kill_grace_s to end."""
     deadline = steps.clock() + steps.drain_timeout_s
-    waiting = list(todo)
+    waiting, killed = list(todo), False
     while True:
-        busy: dict[str, list[str]] = {}
-        for host in waiting:
-            slurm = steps.service.jobs(rollout.host(host)["node"])
-            if slurm:
-                busy[host] = [f"Slurm job {job}" for job in slurm]
-        for job, on in steps.ssh_jobs(waiting).items():
-            for host in on:
-                busy.setdefault(host, []).append(f"gpuprov job {job}")
+        busy = _busy(rollout, steps, waiting)
         if not busy:
             return [h for h in todo if h not in failed]
-        if steps.clock() >= deadline:
+        if steps.clock() >= deadline and steps.kill_jobs and not killed:
+            _kill(rollout, steps, reporter, busy)
+            deadline, killed = steps.clock() + steps.kill_grace_s, True
+        elif steps.clock() >= deadline:
             for host, jobs in busy.items():
-                failed[host] = (
-                    f"{', '.join(jobs)} still running after --drain-timeout ({steps.drain_timeout_s:.0f} s; "
-                    "never killed): when they end, run `gpuprov upgrade --resume`"
-                )
+                failed[host] = _still_running(jobs, steps, killed)
             return [h for h in todo if h not in failed]
-        reporter.waiting(busy, deadline - steps.clock())
+        else:
+            reporter.waiting(busy, deadline - steps.clock())
         waiting = list(busy)
         steps.sleep(steps.poll_s)
+
+
+def _still_running(jobs: list[str], steps: Steps, killed: bool) -> str:
+    if killed:
+        return (
+            f"{', '.join(jobs)} still running {steps.kill_grace_s:.0f} s after --kill-jobs cancelled them: "
+            "see why they do not end (squeue, `gpuprov jobs`), then run `gpuprov upgrade --resume`"
+        )
+    return (
+        f"{', '.join(jobs)} still running after --drain-timeout ({steps.drain_timeout_s:.0f} s; never "
+        "killed): when they end, run `gpuprov upgrade --resume` (or add --kill-jobs)"
+    )
+
+
+def _kill(rollout: Rollout, steps: Steps, reporter: Reporter, busy: dict[str, list[str]]) -> None:
+    """--kill-jobs: recorded in the state and in the drain reason first, then Slurm's scancel and gpuprov's
+    stop (each job ends everywhere it runs, on hosts outside the batch too: a job is one unit)."""
+    for host, jobs in busy.items():
+        entry = rollout.host(host)
+        rollout.set(host, killed=sorted(set(entry.get("killed") or []) | set(jobs)))
+        if entry.get("drained_by_us"):
+            steps.service.drain(entry["node"], f"{_reason(rollout)}; --kill-jobs cancelled {', '.join(jobs)}")
+        reporter.killing(host, jobs)
+    listed = {job for jobs in busy.values() for job in jobs}
+    steps.service.cancel(sorted(j.removeprefix(f"{SLURM_JOB} ") for j in listed if j.startswith(SLURM_JOB)))
+    for job in sorted(j.removeprefix(f"{GPUPROV_JOB} ") for j in listed if j.startswith(GPUPROV_JOB)):
+        try:
+            if steps.stop_job is not None:
+                steps.stop_job(job)
+        except GpuprovError as exc:  # the wait that follows judges: still running means failed
+            reporter.note(", ".join(sorted(busy)), f"stopping gpuprov job {job}: {exc.message}")
+
+
+def _reason(rollout: Rollout) -> str:
+    return f"{REASON_PREFIX} {rollout.data['id']}: moving to the new lock; do not resume by hand"
 
 
 def _fail(rollout: Rollout, steps: Steps, reporter: Reporter, host: str, why: str) -> None:

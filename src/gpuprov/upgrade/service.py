@@ -11,6 +11,13 @@ Slurm (scontrol(1), sinfo(1), squeue(1) of SchedMD's manual pages):
   recorded from Debian 12's Slurm 22.05.8 in tests/recorded/slurm/sinfo-nodes-*.
 - `squeue -h -w N -t RUNNING,COMPLETING,SUSPENDED,CONFIGURING -o %A`: the jobs on N, every user's (as root:
   PrivateData=jobs hides other users' jobs from a plain user).
+- `scancel ID...` (only with --kill-jobs): Slurm sends the job's steps SIGTERM, then SIGKILL after
+  slurm.conf's KillWait (30 s by default); a job that ended meanwhile makes scancel print "Kill job error on
+  job id N: Invalid job id specified" and exit non-zero, so its exit status is not trusted: squeue says
+  what still runs. Cancelling another user's job needs root, SlurmUser or an operator: `sudo -n` as above.
+
+Each inventory host's node name is Slurm's own (sinfo of every node, matched by launch's rules through
+launch.api.slurm_node_names), so launch and upgrade map hosts to nodes one way.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ class Service(Protocol):
     def drain(self, node: str, reason: str) -> None: ...
     def jobs(self, node: str) -> list[str]: ...
     def resume(self, node: str) -> None: ...
+    def cancel(self, jobs: Sequence[str]) -> None: ...
 
 
 class Slurm:
@@ -72,9 +80,10 @@ class Slurm:
         self._client: ssh.Client | None = None
         self._sudo = "" if controller.user == "root" else "sudo -n "
 
-    def _run(self, command: str, what: str) -> str:
+    def _run(self, command: str, what: str, any_status: bool = False) -> str:
         """The command's output; tried ATTEMPTS times, RETRY_S apart: the controller host may just have
-        rebooted in its own batch (SSH back before slurmctld answers)."""
+        rebooted in its own batch (SSH back before slurmctld answers). any_status: a non-zero exit is an
+        answer too (scancel of a job that has just ended)."""
         last = ""
         for attempt in range(1, ATTEMPTS + 1):
             if attempt > 1:
@@ -86,7 +95,7 @@ class Slurm:
             except (ssh.SessionLost, ssh.Unreachable, ssh.TimedOut) as exc:
                 self._client, last = None, str(exc)
                 continue
-            if done.rc == 0:
+            if done.rc == 0 or any_status:
                 return done.stdout
             last = done.last_line
         raise GpuprovError(
@@ -117,6 +126,16 @@ class Slurm:
             f"{self._sudo}scontrol update NodeName={shlex.quote(node)} State=RESUME", f"resuming {node}"
         )
 
+    def cancel(self, jobs: Sequence[str]) -> None:
+        if jobs:
+            ids = " ".join(shlex.quote(job) for job in jobs)
+            self._run(f"{self._sudo}scancel {ids}", f"scancel {ids}", any_status=True)
+
+    def node_names(self, inventory: hosts.Inventory) -> dict[str, str]:
+        """Each inventory host's Slurm node name (hosts no node is are left out)."""
+        command = f"sinfo --noheader --Node --format '{launch_api.SLURM_SINFO_FORMAT}'"
+        return launch_api.slurm_node_names(inventory, self._run(command, "sinfo"))
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
@@ -137,30 +156,10 @@ class NoScheduler:
     def resume(self, node: str) -> None:
         return None
 
-
-def node_names(inventory: hosts.Inventory) -> dict[str, str]:
-    """Each host's Slurm node name: its short hostname, as the slurm role writes NodeName (Ansible's
-    ansible_facts['hostname']), read over SSH; GpuprovError (exit 6) for a host that cannot be reached."""
-
-    def read(host: hosts.Host) -> str:
-        client = ssh.connect(host)
-        try:
-            return ssh.run(client, "hostname", timeout=30).stdout.strip().split(".")[0]
-        finally:
-            client.close()
-
-    found: dict[str, str] = {}
-    for outcome in ssh.fan_out(inventory.hosts, read, timeout=60):  # every host at once
-        if outcome.error is not None or not outcome.value:
-            raise GpuprovError(
-                f"{outcome.item.label}: cannot read its hostname ({outcome.error or 'empty'}); nothing was "
-                "drained",
-                ExitCode.HOSTS_UNREACHABLE,
-            )
-        found[outcome.item.name] = outcome.value
-    return found
+    def cancel(self, jobs: Sequence[str]) -> None:
+        return None
 
 
-def missing_nodes(names: Mapping[str, str], states: Mapping[str, NodeState]) -> list[str]:
-    """Hosts whose node name Slurm does not know: the inventory and slurm.conf disagree."""
-    return [f"{host} (hostname {node})" for host, node in names.items() if node not in states]
+def missing_nodes(inventory: hosts.Inventory, nodes: Mapping[str, str]) -> list[str]:
+    """Hosts that no Slurm node is (launch's rules: name, NodeHostName, NodeAddr, FQDN's first label)."""
+    return [name for name in inventory.names if name not in nodes]

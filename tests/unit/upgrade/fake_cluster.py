@@ -25,6 +25,7 @@ class FakeSlurm:
         self.nodes = {name: Node() for name in names}
         self.now = 0.0
         self.log: list[str] = []
+        self.stubborn: set[str] = set()  # jobs scancel does not end (a process stuck in D state)
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
@@ -43,6 +44,14 @@ class FakeSlurm:
         live = {job: end for job, end in self.nodes[node].jobs.items() if end > self.now}
         self.nodes[node].jobs = live
         return sorted(live)
+
+    def cancel(self, jobs: Sequence[str]) -> None:
+        """scancel: the jobs end (at once here; `stubborn` ones never do)."""
+        self.log.append(f"scancel {' '.join(jobs)}")
+        for node in self.nodes.values():
+            node.jobs = {
+                job: end for job, end in node.jobs.items() if job not in jobs or job in self.stubborn
+            }
 
     def resume(self, node: str) -> None:
         self.log.append(f"resume {node}")

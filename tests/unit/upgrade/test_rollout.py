@@ -89,6 +89,52 @@ def test_jobs_past_the_drain_timeout_are_never_killed_the_host_fails(tmp_path: P
     assert "Slurm job 7 still running after --drain-timeout" in cluster.nodes["node2"].reason
 
 
+def test_kill_jobs_cancels_at_the_timeout_records_it_and_names_it_in_the_reason(tmp_path: Path) -> None:
+    cluster = FakeSlurm(NODES)
+    cluster.nodes["node2"].jobs = {"7": 10_000.0}
+    work = Work(cluster)
+    reasons: list[str] = []
+    drain = cluster.drain
+
+    def drain_seen(node: str, reason: str) -> None:
+        reasons.append(reason)
+        drain(node, reason)
+
+    cluster.drain = drain_seen  # type: ignore[method-assign]
+    stopped: list[str] = []
+    own = {"20261127-0101-ab": ["node2"]}
+
+    def ssh_jobs(names: list[str]) -> dict[str, list[str]]:
+        return {job: on for job, on in own.items() if job not in stopped}
+
+    events = Reporter(as_json=False, batches_total=3, rollout_id="r1")
+    done = new_rollout(tmp_path, BATCHES, cluster)
+    run = steps(cluster, work, drain_timeout_s=60.0, kill_jobs=True, stop_job=stopped.append)
+    run.ssh_jobs = ssh_jobs
+    assert rollout.run(done, run, events) == ExitCode.OK
+    assert "scancel 7" in cluster.log and stopped == ["20261127-0101-ab"]
+    assert cluster.log.index("scancel 7") < cluster.log.index("resume node2")
+    assert done.host("node2")["killed"] == ["Slurm job 7", "gpuprov job 20261127-0101-ab"]
+    assert "--kill-jobs cancelled Slurm job 7, gpuprov job 20261127-0101-ab" in reasons[1]
+    killing = [e for e in events.events if e["event"] == "killing"]
+    assert killing == [
+        {**killing[0], "host": "node2", "jobs": ["Slurm job 7", "gpuprov job 20261127-0101-ab"]}
+    ]
+    assert work.applied[0] == ["node2"]
+
+
+def test_a_job_that_outlives_kill_jobs_fails_its_host(tmp_path: Path) -> None:
+    cluster = FakeSlurm(NODES)
+    cluster.nodes["node2"].jobs = {"7": 10_000.0}
+    cluster.stubborn = {"7"}
+    work = Work(cluster)
+    done = new_rollout(tmp_path, BATCHES, cluster)
+    run = steps(cluster, work, drain_timeout_s=60.0, kill_jobs=True)
+    assert rollout.run(done, run, reporter()) == ExitCode.FAILURE
+    assert work.applied == [] and cluster.log.count("scancel 7") == 1
+    assert "Slurm job 7 still running 180 s after --kill-jobs cancelled them" in cluster.nodes["node2"].reason
+
+
 def test_a_node_an_admin_drains_during_the_rollout_is_not_resumed(tmp_path: Path) -> None:
     cluster = FakeSlurm(NODES)
     work = Work(cluster)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpuprov import hosts, ssh
-from gpuprov.errors import GpuprovError
+from gpuprov.errors import BadInput, GpuprovError
 from gpuprov.upgrade import service
 
 RECORDED = Path(__file__).resolve().parents[2] / "recorded" / "slurm"
@@ -93,28 +93,44 @@ def test_a_controller_coming_back_is_retried_then_a_failure_is_one_line(
         slurm.resume("node2")
 
 
-def test_node_names_are_the_short_hostnames_and_a_lost_host_is_exit_6(
+def _inventory(*members: tuple[str, str]) -> hosts.Inventory:
+    return hosts.Inventory(
+        Path("inv.ini"),
+        [hosts.Host(name, address, 22, "ops", None, Path("/dev/null")) for name, address in members],
+    )
+
+
+def test_node_names_are_slurms_own_matched_as_launch_matches_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorded sinfo of every node (node1 172.19.0.4, node2 172.19.0.5): one host named by its FQDN,
+    one by an alias whose ansible_host is the node's NodeAddr; a host Slurm has no node for is missing."""
+    recorded = (RECORDED / "sinfo-nodes-idle-22.05.8").read_text()
+    slurm, sent = _slurm(monkeypatch, "root", [ssh.Result(0, recorded, "")])
+    inventory = _inventory(
+        ("node1.cluster.example", "10.9.0.1"), ("gpu-b", "172.19.0.5"), ("gpu-c", "10.9.0.3")
+    )
+    nodes = slurm.node_names(inventory)
+    assert nodes == {"node1.cluster.example": "node1", "gpu-b": "node2"}
+    assert sent == ["sinfo --noheader --Node --format '%N|%P|%n|%o|%T|%E'"]
+    assert service.missing_nodes(inventory, nodes) == ["gpu-c"]
+
+
+def test_two_hosts_that_could_be_one_node_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    recorded = (RECORDED / "sinfo-nodes-idle-22.05.8").read_text()
+    slurm, _sent = _slurm(monkeypatch, "root", [ssh.Result(0, recorded, "")])
+    inventory = _inventory(("node1.a.example", "10.9.0.1"), ("node1.b.example", "10.9.0.2"))
+    with pytest.raises(
+        BadInput, match=r"Slurm node node1 .* could be any of node1\.a\.example, node1\.b\.example"
+    ):
+        slurm.node_names(inventory)
+
+
+def test_scancel_as_a_sudo_user_and_a_job_that_ended_meanwhile_is_no_failure(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    names = {"10.0.0.1": "gpu01.cluster.example\n", "10.0.0.2": "gpu02\n"}
-    monkeypatch.setattr(ssh, "connect", lambda host, timeout=0: host)
-    monkeypatch.setattr(
-        ssh, "run", lambda client, command, timeout=60: ssh.Result(0, names[client.address], "")
-    )
-    monkeypatch.setattr(hosts.Host, "close", lambda self: None, raising=False)
-    inventory = hosts.Inventory(
-        Path("inv.ini"),
-        [hosts.Host(f"n{i}", f"10.0.0.{i}", 22, "ops", None, Path("/dev/null")) for i in (1, 2)],
-    )
-    assert service.node_names(inventory) == {"n1": "gpu01", "n2": "gpu02"}
-    assert service.missing_nodes(
-        {"n1": "gpu01", "n2": "gpu02"}, {"gpu01": service.NodeState("idle", "")}
-    ) == ["n2 (hostname gpu02)"]
-
-    def refused(host: hosts.Host, timeout: float = 0) -> None:
-        raise ssh.Unreachable("connection refused")
-
-    monkeypatch.setattr(ssh, "connect", refused)
-    with pytest.raises(GpuprovError, match=r"n1 \(10.0.0.1:22\): cannot read its hostname") as caught:
-        service.node_names(inventory)
-    assert caught.value.exit_code == 6
+    """scancel exits non-zero when a job has just ended (Slurm's src/scancel/scancel.c, _cancel_job_id:
+    "Kill job error on job id %s: %s"); squeue, asked next, says what still runs."""
+    ended = ssh.Result(1, "", "scancel: error: Kill job error on job id 42: Invalid job id specified")
+    slurm, sent = _slurm(monkeypatch, "ops", [ended])
+    slurm.cancel(["41", "42"])
+    slurm.cancel([])
+    assert sent == ["sudo -n scancel 41 42"]

@@ -1,0 +1,58 @@
+"""The Slurm controller of an upgrade: found in [slurm_controller] whether or not it is a GPU node, in the
+batches only when it is one of the hosts upgraded (gpuprov.upgrade.core)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuprov import hosts
+from gpuprov.errors import BadInput
+from gpuprov.upgrade import core
+
+KNOWN = "ansible_ssh_common_args='-o UserKnownHostsFile=/dev/null'"
+
+
+def _inventory(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "inventory.ini"
+    path.write_text(text)
+    return path
+
+
+def test_a_controller_outside_gpu_nodes_drains_but_is_never_in_a_batch(tmp_path: Path) -> None:
+    path = _inventory(
+        tmp_path,
+        f"[gpu_nodes]\ngpu01 ansible_host=10.0.0.11\ngpu02 ansible_host=10.0.0.12\n\n"
+        f"[slurm_controller]\nhead ansible_host=10.0.0.2 ansible_user=ops\n\n[all:vars]\n{KNOWN}\n",
+    )
+    inventory = hosts.load(path)
+    controller = core._controller(inventory)
+    assert controller is not None and (controller.name, controller.address, controller.user) == (
+        "head", "10.0.0.2", "ops",
+    )  # fmt: skip
+    assert inventory.names == ["gpu01", "gpu02"] and core._in_batches(controller, inventory) is None
+
+
+def test_a_controller_among_the_gpu_nodes_goes_last_unless_limit_left_it_out(tmp_path: Path) -> None:
+    path = _inventory(
+        tmp_path,
+        "[gpu_nodes]\ngpu01 ansible_host=10.0.0.11\ngpu02 ansible_host=10.0.0.12\n\n"
+        "[slurm_controller]\ngpu01\n",
+    )
+    whole = hosts.load(path)
+    assert core._in_batches(core._controller(whole), whole) == "gpu01"
+    limited = hosts.load(path, "gpu02")
+    controller = core._controller(limited)  # still drained through, though not upgraded
+    assert controller is not None and controller.name == "gpu01"
+    assert core._in_batches(controller, limited) is None
+
+
+def test_no_controller_group_is_no_slurm_and_two_controllers_are_refused(tmp_path: Path) -> None:
+    plain = hosts.load(_inventory(tmp_path, "[gpu_nodes]\ngpu01 ansible_host=10.0.0.11\n"))
+    assert core._controller(plain) is None
+    two = hosts.load(
+        _inventory(tmp_path, "[gpu_nodes]\ngpu01 ansible_host=10.0.0.11\n\n[slurm_controller]\nh1\nh2\n")
+    )
+    with pytest.raises(BadInput, match=r"group \[slurm_controller\] has h1, h2; Slurm has one controller"):
+        core._controller(two)
