@@ -67,11 +67,13 @@ def _failed_hosts(names: list[str], message: str) -> dict[str, str]:
     return {name: message for name in names}
 
 
-def gate(inventory: Path, names: list[str], rollout: Rollout, *, quick: bool) -> dict[str, str]:
+def gate(
+    inventory: Path, names: list[str], rollout: Rollout, *, quick: bool, peers: list[str] | None = None
+) -> dict[str, str]:
     """`gpuprov check` on the batch with the new lock; {host: the failed checks}. The all-reduce runs on the
-    batch's hosts alone: they are out of service, while a host already back in service may be running a
-    user's job whose GPUs and network the test would share."""
-    verdict = check_api.gate(inventory, names, rollout.lock_file, quick=quick)
+    batch's hosts, and on peers when given (upgrade/peers.py: idle hosts in service, for a one-host batch);
+    only what names a batch host counts."""
+    verdict = check_api.gate(inventory, names, rollout.lock_file, quick=quick, peers=peers or [])
     if verdict.exit_code == 0:
         return {}
     return {name: verdict.reason(name) for name in names if name in verdict.failed}

@@ -124,7 +124,10 @@ def _roll(
     steps = rolling.Steps(
         service=slurm,
         apply=lambda names: actions.apply(inventory.path, names, rollout.lock_file, opts.reboot_timeout),
-        gate=lambda names: actions.gate(inventory.path, names, rollout, quick=opts.gate == "quick"),
+        gate=lambda names, peers: actions.gate(
+            inventory.path, names, rollout, quick=opts.gate == "quick", peers=peers
+        ),
+        gate_peer=opts.gate == "full",
         ssh_jobs=actions.ssh_jobs,
         stop_job=launch_api.stop_job,
         kill_jobs=opts.kill_jobs,
@@ -278,4 +281,5 @@ def _new_state(
         "id": f"{stamp}-{secrets.token_hex(2)}", "inventory": str(opts.inventory.resolve()), "lock": stack,
         "plan": plan.batches, "canary": plan.canary, "controller": controller.name if controller else None,
         "slurm": controller is not None, "status": "running", "hosts": entries,
+        "unchanged": {name: nodes[name] for name in plan.unchanged if name in nodes},  # gate peers
     }  # fmt: skip

@@ -12,13 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuprov.errors import ExitCode, GpuprovError
-from gpuprov.upgrade import state
+from gpuprov.upgrade import peers, state
 from gpuprov.upgrade.progress import Reporter
 from gpuprov.upgrade.service import REASON_PREFIX, Service
 from gpuprov.upgrade.state import Rollout
 
 Apply = Callable[[list[str]], dict[str, str]]  # hosts -> {host: why it failed} (absent: applied)
-Gate = Callable[[list[str]], dict[str, str]]  # hosts -> {host: the failed checks} (absent: passed)
+# hosts, peers (outside the batch, joining its all-reduce) -> {host: the failed checks} (absent: passed)
+Gate = Callable[[list[str], list[str]], dict[str, str]]
 SshJobs = Callable[[list[str]], dict[str, list[str]]]  # hosts -> {gpuprov job id: its hosts among them}
 StopJob = Callable[[str], None]  # a gpuprov job id -> stopped on every host (launch's `gpuprov stop`)
 SLURM_JOB, GPUPROV_JOB = "Slurm job", "gpuprov job"
@@ -41,6 +42,7 @@ class Steps:
     # After scancel: Slurm signals SIGTERM, then SIGKILL after KillWait (30 s by default, slurm.conf(5)),
     # then runs the epilog; gpuprov's own stop waits out its grace time. The jobs get this long to end.
     kill_grace_s: float = 180.0
+    gate_peer: bool = False  # a one-host batch's all-reduce gets a healthy peer (the full gate)
 
 
 def run(rollout: Rollout, steps: Steps, reporter: Reporter) -> ExitCode:
@@ -87,13 +89,29 @@ def _batch(rollout: Rollout, steps: Steps, reporter: Reporter, todo: list[str]) 
         applied = [h for h in ready if h not in failed]
         if applied:
             _phase(rollout, reporter, applied, state.GATING)
-            failed |= {h: f"gate: {why}" for h, why in steps.gate(applied).items() if h in applied}
+            found = steps.gate(applied, _gate_peer(rollout, steps, reporter, applied))
+            failed |= {h: f"gate: {why}" for h, why in found.items() if h in applied}
     for host in todo:
         if host in failed:
             _fail(rollout, steps, reporter, host, failed[host])
         else:
             _return(rollout, steps, reporter, host)
     return [h for h in todo if h in failed]
+
+
+def _gate_peer(rollout: Rollout, steps: Steps, reporter: Reporter, applied: list[str]) -> list[str]:
+    """[the peer] for a one-host batch's full gate, recorded in the state; [] otherwise."""
+    if not steps.gate_peer or len(applied) != 1:
+        return []
+    chosen = peers.choose(rollout, applied, steps.service, steps.ssh_jobs)
+    host = applied[0]
+    if chosen is None:
+        rollout.set(host, gate_peer=None)
+        reporter.note(host, "gate: no healthy idle peer, so its all-reduce stays inside this host")
+        return []
+    rollout.set(host, gate_peer=chosen[0])
+    reporter.note(host, f"gate: the all-reduce crosses the network with {chosen[0]} ({chosen[1]}, idle)")
+    return [chosen[0]]
 
 
 def _phase(rollout: Rollout, reporter: Reporter, names: list[str], phase: str) -> None:

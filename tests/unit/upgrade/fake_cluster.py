@@ -66,6 +66,7 @@ class Work:
         self.cluster = cluster
         self.applied: list[list[str]] = []
         self.gated: list[list[str]] = []
+        self.peers: list[list[str]] = []
         self.fail_gate: set[str] = set()
         self.interrupt_at: str | None = None
 
@@ -79,8 +80,9 @@ class Work:
         self.applied.append(list(names))
         return {}
 
-    def gate(self, names: list[str]) -> dict[str, str]:
+    def gate(self, names: list[str], peers: list[str]) -> dict[str, str]:
         self.gated.append(list(names))
+        self.peers.append(list(peers))
         return {n: "cuda: 12.4.1 installed, the lock says 12.6.3" for n in names if n in self.fail_gate}
 
 

@@ -139,7 +139,7 @@ def test_a_node_an_admin_drains_during_the_rollout_is_not_resumed(tmp_path: Path
     cluster = FakeSlurm(NODES)
     work = Work(cluster)
 
-    def gate(names: list[str]) -> dict[str, str]:
+    def gate(names: list[str], peers: list[str]) -> dict[str, str]:
         cluster.nodes["node2"].reason = "RMA ticket 12 (admin)"  # set while gpuprov held it
         return {}
 
