@@ -12,9 +12,9 @@ from typing import Any
 from gpuprov import console, host_preflight, hosts, lock, lock_changes, lock_file
 from gpuprov.ansible import recorded_versions
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
+from gpuprov.upgrade import estimate, service, state
 from gpuprov.upgrade import plan as planning
 from gpuprov.upgrade import rollout as rolling
-from gpuprov.upgrade import service, state
 from gpuprov.upgrade.options import UpgradeOptions
 from gpuprov.upgrade.progress import Reporter
 
@@ -120,7 +120,10 @@ def _roll(
     from gpuprov.launch import api as launch_api
     from gpuprov.upgrade import actions
 
-    reporter = Reporter(opts.json, len(rollout.data["plan"]), rollout.data["id"])
+    expected = estimate.batches(
+        rollout.data["plan"], rollout.data["hosts"], estimate.load(rollout.directory), opts.gate
+    )
+    reporter = Reporter(opts.json, len(rollout.data["plan"]), rollout.data["id"], expected)
     steps = rolling.Steps(
         service=slurm,
         apply=lambda names: actions.apply(inventory.path, names, rollout.lock_file, opts.reboot_timeout),
@@ -128,6 +131,7 @@ def _roll(
             inventory.path, names, rollout, quick=opts.gate == "quick", peers=peers
         ),
         gate_peer=opts.gate == "full",
+        gate_kind=opts.gate,
         ssh_jobs=actions.ssh_jobs,
         stop_job=launch_api.stop_job,
         kill_jobs=opts.kill_jobs,

@@ -1,6 +1,7 @@
 """What the rollout says as it goes: a line per step on the console, or one JSON object per line on stdout
-with --json (`{"event": "phase", "hosts": [...], "phase": "applying", ...}`), and the time left, estimated
-from the batches already done (their mean time, per batch left).
+with --json (`{"event": "phase", "hosts": [...], "phase": "applying", ...}`), and the time left: the mean
+time of this rollout's batches done, per batch left; before the first, each batch left's estimate from
+earlier rollouts' records or a guess (estimate.py), and the line says which.
 """
 
 from __future__ import annotations
@@ -14,12 +15,19 @@ from gpuprov.upgrade import state
 
 
 class Reporter:
-    def __init__(self, as_json: bool, batches_total: int, rollout_id: str) -> None:
+    def __init__(
+        self,
+        as_json: bool,
+        batches_total: int,
+        rollout_id: str,
+        expected: tuple[list[float], str] = ([], ""),  # each batch's estimate, and what it rests on
+    ) -> None:
         self.as_json = as_json
         self.total = batches_total
         self.id = rollout_id
         self.durations: list[float] = []
         self.left = batches_total
+        self.expected, self.basis = expected
         self.events: list[dict[str, Any]] = []
 
     def _event(self, kind: str, text: str, **data: Any) -> None:
@@ -34,14 +42,18 @@ class Reporter:
         else:
             console.step(text)
 
-    def eta_s(self) -> float | None:
-        if not self.durations:
-            return None
-        return sum(self.durations) / len(self.durations) * self.left
+    def eta(self) -> tuple[float | None, str]:
+        """The time left (batches left, the current one included) and what it rests on."""
+        if self.durations:
+            return sum(self.durations) / len(self.durations) * self.left, "from this rollout's batches"
+        if len(self.expected) >= self.total and self.left:
+            return sum(self.expected[self.total - self.left :]), self.basis
+        return None, ""
 
     def batch(self, number: int, total: int, hosts: list[str]) -> None:
-        eta = self.eta_s()
-        left = f"; about {eta / 60:.0f} min left" if eta is not None else ""
+        self.left = max(0, total - number + 1)  # resumed: the batches before were done earlier
+        eta, basis = self.eta()
+        left = f"; about {eta / 60:.0f} min left ({basis})" if eta is not None else ""
         self._event(
             "batch",
             f"Batch {number}/{total}: {', '.join(hosts)}{left}",
@@ -49,6 +61,7 @@ class Reporter:
             total=total,
             hosts=hosts,
             eta_s=None if eta is None else round(eta),
+            eta_basis=basis or None,
         )
 
     def batch_done(self, number: int, seconds: float, failed: list[str]) -> None:

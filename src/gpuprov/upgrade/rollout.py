@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuprov.errors import ExitCode, GpuprovError
-from gpuprov.upgrade import peers, state
+from gpuprov.upgrade import estimate, peers, state
 from gpuprov.upgrade.progress import Reporter
 from gpuprov.upgrade.service import REASON_PREFIX, Service
 from gpuprov.upgrade.state import Rollout
@@ -43,6 +43,7 @@ class Steps:
     # then runs the epilog; gpuprov's own stop waits out its grace time. The jobs get this long to end.
     kill_grace_s: float = 180.0
     gate_peer: bool = False  # a one-host batch's all-reduce gets a healthy peer (the full gate)
+    gate_kind: str = "full"  # --gate, as the history of phase times records it
 
 
 def run(rollout: Rollout, steps: Steps, reporter: Reporter) -> ExitCode:
@@ -225,4 +226,5 @@ def _return(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> No
         else:
             reporter.note(host, f"left out of service: its reason is now {now.reason!r}, not gpuprov's")
     rollout.set(host, phase=state.DONE, drained_by_us=False, error=None)
+    estimate.append(rollout.directory, estimate.host_record(host, entry, steps.gate_kind, time.time()))
     reporter.done(host, back=back or not entry.get("admin_drained"))
