@@ -15,9 +15,10 @@ def upgrade(opts: UpgradeOptions) -> None:
 
     The plan comes first (--dry-run: only the plan). Then a canary (--canary N), then batches of
     --max-unavailable hosts: each is taken out of service (Slurm: drained with a reason naming gpuprov;
-    running jobs end on their own within --drain-timeout, never killed), bootstrapped with NEW_LOCK
-    (rebooted where the driver changes, within --reboot-timeout), gated by `gpuprov check` with NEW_LOCK,
-    and returned to service; a host an administrator drained stays drained. A failed host stays out with
+    running jobs end on their own within --drain-timeout, never killed unless --kill-jobs), bootstrapped
+    with NEW_LOCK (rebooted where the driver changes, within --reboot-timeout), gated by `gpuprov check`
+    with NEW_LOCK (a one-host batch with an idle peer), and returned to service; a host an administrator
+    drained stays drained. A failed host stays out with
     the reason; the rollout stops after --max-failures. The state is kept after every step: --resume goes
     on. Exit 0: done; 1: stopped (a failure); 2: bad input; 4: another upgrade of INVENTORY runs; 6 / 7:
     preflight (unreachable, not ready); 130: interrupted.

@@ -5,6 +5,8 @@ process dies, so a killed controller leaves no stale lock behind).
 <state dir>/upgrades/<inventory key>/rollout.json   the rollout (see Rollout)
                                      gpu_stack.yml  the new lock, as the roles and the gate read it (-e @)
                                      lock           the flock of the process running the rollout
+                                     history.jsonl  each finished host's phase times, of every rollout
+                                                    (estimate.py: the time left of the next)
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def rollout_dir(inventory: Path) -> Path:
 class Rollout:
     """rollout.json: {"id", "inventory", "lock", "plan": [[host, ...], ...], "controller", "status",
     "hosts": {host: {"phase", "batch", "node", "drained_by_us", "admin_drained", "admin_reason", "error",
-    "seconds": {phase: s}, "changes": {...}}}, "events": [...last steps]}."""
+    "started": {phase: epoch s}, "changes": {...}, "killed": [jobs --kill-jobs cancelled], "gate_peer"}},
+    "unchanged": {host already at the lock: its node (a gate peer)}}."""
 
     def __init__(self, directory: Path, data: dict[str, Any]) -> None:
         self.directory = directory
