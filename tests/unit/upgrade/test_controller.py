@@ -9,7 +9,7 @@ import pytest
 
 from gpuprov import hosts
 from gpuprov.errors import BadInput
-from gpuprov.upgrade import core
+from gpuprov.upgrade import core, state
 
 KNOWN = "ansible_ssh_common_args='-o UserKnownHostsFile=/dev/null'"
 
@@ -56,3 +56,20 @@ def test_no_controller_group_is_no_slurm_and_two_controllers_are_refused(tmp_pat
     )
     with pytest.raises(BadInput, match=r"group \[slurm_controller\] has h1, h2; Slurm has one controller"):
         core._controller(two)
+
+
+def test_a_resumed_rollout_drains_through_the_controller_it_recorded(tmp_path: Path) -> None:
+    path = _inventory(
+        tmp_path,
+        f"[gpu_nodes]\ngpu01 ansible_host=10.0.0.11\n\n[slurm_controller]\nhead\n\n[all:vars]\n{KNOWN}\n",
+    )
+    inventory = hosts.load(path)
+    recorded = state.Rollout(tmp_path, {"id": "r1", "slurm": True, "controller": "head"})
+    controller = core._recorded_controller(recorded, inventory)
+    assert controller is not None and controller.name == "head"
+    assert core._recorded_controller(state.Rollout(tmp_path, {"id": "r0", "slurm": False}), inventory) is None
+    moved = state.Rollout(tmp_path, {"id": "r2", "slurm": True, "controller": "head-old"})
+    with pytest.raises(
+        BadInput, match=r"through the Slurm controller head-old, and the inventory's .* is head"
+    ):
+        core._recorded_controller(moved, inventory)
