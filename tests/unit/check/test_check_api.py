@@ -12,9 +12,14 @@ from gpuprov.check import api, flow
 from gpuprov.check.options import CheckOptions
 
 
-def test_the_gate_runs_check_on_the_hosts_with_the_lock_and_names_each_hosts_failures(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def _gate(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    results: list[dict[str, str]],
+    names: list[str],
+    **kw: Any,
+) -> tuple[CheckOptions, api.Verdict]:
+    """api.gate over a two-host inventory, check's run replaced by these results."""
     (tmp_path / "inventory.ini").write_text(
         "[gpu_nodes]\nn1 ansible_host=10.0.0.1\nn2 ansible_host=10.0.0.2\n"
     )
@@ -23,18 +28,23 @@ def test_the_gate_runs_check_on_the_hosts_with_the_lock_and_names_each_hosts_fai
 
     def summarised(opts: CheckOptions) -> dict[str, Any]:
         seen.append(opts)
-        return {
-            "exit_code": 1,
-            "results": [
-                {"check": "cuda", "host": "n1", "status": "fail", "detail": "12.4.1 installed, lock 12.6.3"},
-                {"check": "xid", "host": "n2", "status": "warn", "detail": "old Xid 31"},
-                {"check": "ports", "host": "n1 <-> n2", "status": "could-not-run", "detail": ""},
-            ],
-        }
+        return {"exit_code": 1, "results": results}
 
     monkeypatch.setattr(flow, "summarised", summarised)
-    verdict = api.gate(tmp_path / "inventory.ini", ["n1", "n2"], tmp_path / "lock.yml", quick=True)
+    verdict = api.gate(tmp_path / "inventory.ini", names, tmp_path / "lock.yml", **kw)
     (opts,) = seen
+    return opts, verdict
+
+
+def test_the_gate_runs_check_on_the_hosts_with_the_lock_and_names_each_hosts_failures(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    results = [
+        {"check": "cuda", "host": "n1", "status": "fail", "detail": "12.4.1 installed, lock 12.6.3"},
+        {"check": "xid", "host": "n2", "status": "warn", "detail": "old Xid 31"},
+        {"check": "ports", "host": "n1 <-> n2", "status": "could-not-run", "detail": ""},
+    ]
+    opts, verdict = _gate(monkeypatch, tmp_path, results, ["n1", "n2"], quick=True)
     assert (
         opts.limit == "n1,n2" and opts.quick and opts.extra_vars == {"gpu_stack": {"cuda_version": "12.6.3"}}
     )
@@ -50,26 +60,11 @@ def test_a_peer_joins_the_gate_and_only_what_names_the_batch_counts(
 ) -> None:
     """A one-host batch (n1) with a peer (n2) still on the old lock: n2's own version failure and the
     versions-agree check (left out) do not count against n1; the pair's and the all-hosts' results do."""
-    (tmp_path / "inventory.ini").write_text(
-        "[gpu_nodes]\nn1 ansible_host=10.0.0.1\nn2 ansible_host=10.0.0.2\n"
-    )
-    (tmp_path / "lock.yml").write_text("gpu_stack:\n  cuda_version: '12.6.3'\n")
-    seen: list[CheckOptions] = []
-
-    def summarised(opts: CheckOptions) -> dict[str, Any]:
-        seen.append(opts)
-        return {
-            "exit_code": 1,
-            "results": [
-                {"check": "cuda", "host": "n2", "status": "fail", "detail": "12.4.1 installed, lock 12.6.3"},
-                {"check": "ports", "host": "n1 <-> n2", "status": "pass", "detail": ""},
-                {"check": "bandwidth", "host": "all 2 hosts", "status": "fail", "detail": "21.0 < 40.0"},
-            ],
-        }
-
-    monkeypatch.setattr(flow, "summarised", summarised)
-    lock = tmp_path / "lock.yml"
-    verdict = api.gate(tmp_path / "inventory.ini", ["n1"], lock, quick=False, peers=["n2"])
-    (opts,) = seen
+    results = [
+        {"check": "cuda", "host": "n2", "status": "fail", "detail": "12.4.1 installed, lock 12.6.3"},
+        {"check": "ports", "host": "n1 <-> n2", "status": "pass", "detail": ""},
+        {"check": "bandwidth", "host": "all 2 hosts", "status": "fail", "detail": "21.0 < 40.0"},
+    ]
+    opts, verdict = _gate(monkeypatch, tmp_path, results, ["n1"], quick=False, peers=["n2"])
     assert opts.limit == "n1,n2" and opts.skip == ("versions-agree",) and not opts.wanted("versions-agree")
     assert verdict.failed == {"n1": ["bandwidth: 21.0 < 40.0"]}
