@@ -193,6 +193,8 @@ def _show_plan(opts: UpgradeOptions, plan: planning.Plan, controller: str | None
     if opts.json:
         console.result(planning.as_json(plan, controller))
         return
+    if controller is not None and not any(controller in batch for batch in plan.batches):
+        console.info(f"Slurm: drained and resumed through its controller {controller}, which is in no batch")
     console.table(
         f"Upgrade plan: {len(plan.batches)} batch(es), at most {opts.max_unavailable} host(s) out at once",
         ["batch", "host", "changes", "reboot"],

@@ -3,13 +3,17 @@ batches only when it is one of the hosts upgraded (gpuprov.upgrade.core)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuprov import hosts
 from gpuprov.errors import BadInput
 from gpuprov.upgrade import core, state
+from tests.unit import in_process
+from tests.unit.upgrade.locks import LOCK_A, LOCK_B
 
 KNOWN = "ansible_ssh_common_args='-o UserKnownHostsFile=/dev/null'"
 
@@ -73,3 +77,24 @@ def test_a_resumed_rollout_drains_through_the_controller_it_recorded(tmp_path: P
         BadInput, match=r"through the Slurm controller head-old, and the inventory's .* is head"
     ):
         core._recorded_controller(moved, inventory)
+
+
+def test_the_dry_run_names_the_head_node_it_drains_through(tmp_path: Path) -> None:
+    """Files only: --dry-run contacts no host (the addresses are from TEST-NET-1, RFC 5737)."""
+    _inventory(
+        tmp_path,
+        "[gpu_nodes]\ngpu01 ansible_host=192.0.2.11\ngpu02 ansible_host=192.0.2.12\n\n"
+        f"[slurm_controller]\nhead ansible_host=192.0.2.2\n\n[all:vars]\n{KNOWN}\n",
+    )
+    (tmp_path / "group_vars" / "all").mkdir(parents=True)
+    (tmp_path / "group_vars" / "all" / "gpu_stack.yml").write_text(yaml.safe_dump({"gpu_stack": LOCK_A}))
+    (tmp_path / "b.yml").write_text(yaml.safe_dump({"gpu_stack": LOCK_B}))
+    env = {"GPUPROV_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
+    shown = in_process.gpuprov("upgrade", "b.yml", "inventory.ini", "--dry-run", cwd=tmp_path, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "Slurm: drained and resumed through its controller head, which is in no batch" in shown.stderr
+    done = in_process.gpuprov(
+        "upgrade", "b.yml", "inventory.ini", "--dry-run", "--json", cwd=tmp_path, env=env
+    )
+    plan = json.loads(done.stdout.splitlines()[0])
+    assert plan["batches"] == [["gpu01"], ["gpu02"]] and plan["controller"] == "head"
