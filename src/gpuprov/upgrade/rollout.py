@@ -39,8 +39,9 @@ class Steps:
     stats: dict[str, float] = field(default_factory=dict)
     kill_jobs: bool = False  # --kill-jobs: past --drain-timeout, cancel what still runs
     stop_job: StopJob | None = None
-    # After scancel: Slurm signals SIGTERM, then SIGKILL after KillWait (30 s by default, slurm.conf(5)),
-    # then runs the epilog; gpuprov's own stop waits out its grace time. The jobs get this long to end.
+    # After scancel: SIGTERM, SIGKILL after KillWait (30 s by default: Slurm's read_config.h), at most
+    # UnkillableStepTimeout (60 s) for a stuck process, then the epilog; gpuprov's own stop waits out its
+    # grace time. The jobs get this long to end.
     kill_grace_s: float = 180.0
     gate_peer: bool = False  # a one-host batch's all-reduce gets a healthy peer (the full gate)
     gate_kind: str = "full"  # --gate, as the history of phase times records it

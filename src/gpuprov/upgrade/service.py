@@ -12,11 +12,11 @@ Slurm (scontrol(1), sinfo(1), squeue(1) of SchedMD's manual pages):
 - `squeue -h -w N -t RUNNING,COMPLETING,SUSPENDED,CONFIGURING -o %A`: the jobs on N, every user's (as root:
   PrivateData=jobs hides other users' jobs from a plain user).
 - `scancel ID...` (only with --kill-jobs): Slurm sends the job's steps SIGTERM, then SIGKILL after
-  slurm.conf's KillWait (30 s by default). A job that ended meanwhile: 22.05.8 says nothing and exits 0
-  (recorded: tests/recorded/slurm/scancel-verbose-unknown-job-22.05.8), older releases printed "Kill job
-  error on job id N: Invalid job id specified" and exited non-zero; so its exit status is not trusted
-  either way: squeue says what still runs. Cancelling another user's job needs root, SlurmUser or an
-  operator: `sudo -n` as above.
+  slurm.conf's KillWait (30 s by default: DEFAULT_KILL_WAIT, src/common/read_config.h). A job that ended
+  meanwhile: 22.05.8 says nothing and exits 0 (recorded: tests/recorded/slurm/scancel-verbose-unknown-
+  job-22.05.8), older releases printed "Kill job error on job id N: Invalid job id specified" and exited
+  non-zero; so its exit status is not trusted either way: squeue says what still runs. Cancelling
+  another user's job needs root, SlurmUser or an operator: `sudo -n` as above.
 
 Each inventory host's node name is Slurm's own (sinfo of every node, matched by launch's rules through
 launch.api.slurm_node_names), so launch and upgrade map hosts to nodes one way.
