@@ -94,6 +94,8 @@ class Cost:
     nodes: float  # CPU seconds on the nodes the run targets, all of them together
     results: int = 0  # task results Ansible reported (ok, skipped, failed...), every host together
     own: float = 0.0  # CPU seconds of gpuprov's own process (ansible-runner reading the events, the display)
+    main: float = 0.0  # CPU seconds of ansible-playbook's own process (strategy, variables, callbacks)
+    workers: float = 0.0  # CPU seconds of its reaped children: task workers and the ssh clients they ran
 
 
 @dataclass
@@ -203,6 +205,42 @@ WITH_OWN_CPU = (
 )
 
 
+# ansible-playbook's own CPU and its reaped children's (task workers, with the ssh clients and sftp each ran),
+# appended to $GPUPROV_BENCH_SPLIT at its exit. A sitecustomize on PYTHONPATH, so that it reaches the
+# ansible-playbook that ansible-runner starts for gpuprov as well as stock's. Forked workers leave through
+# os._exit and never run atexit; the pid check is for any other fork.
+SPLIT = "GPUPROV_BENCH_SPLIT"
+SPLIT_HOOK = (
+    "import atexit, os, resource, sys\n"
+    f"_out = os.environ.get('{SPLIT}')\n"
+    "if _out and sys.argv and os.path.basename(sys.argv[0]) == 'ansible-playbook':\n"
+    "    _pid = os.getpid()\n"
+    "    def _split():\n"
+    "        if os.getpid() == _pid:\n"
+    "            s = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "            c = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "            with open(_out, 'a') as f:\n"
+    "                f.write(f'{s.ru_utime + s.ru_stime} {c.ru_utime + c.ru_stime}\\n')\n"
+    "    atexit.register(_split)\n"
+)
+
+
+def split_env(bench: Bench, env: dict[str, str], label: str) -> tuple[dict[str, str], Path]:
+    hook = bench.work / "split-hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(SPLIT_HOOK)
+    out = bench.work / f"{label}.split"
+    out.unlink(missing_ok=True)
+    path = os.pathsep.join(p for p in (str(hook), env.get("PYTHONPATH", "")) if p)
+    return {**env, "PYTHONPATH": path, SPLIT: str(out)}, out
+
+
+def split_cpu(out: Path) -> tuple[float, float]:
+    """ansible-playbook's own CPU seconds and its workers' (summed over every ansible-playbook of the run)."""
+    rows = [line.split() for line in out.read_text().splitlines()] if out.is_file() else []
+    return sum(float(r[0]) for r in rows), sum(float(r[1]) for r in rows)
+
+
 def own_cpu(log: Path) -> float:
     found = re.findall(rf"{OWN_CPU} (\S+)$", log.read_text(), re.M)
     return float(found[-1]) if found else 0.0
@@ -275,10 +313,12 @@ def measure(bench: Bench, tool: str, hosts: int, label: str) -> Cost:
         argv, env, check = stock_argv(bench, hosts), stock_env(bench), check_stock
     else:
         argv, env, check = gpuprov_argv(bench, tool, hosts), bench.env, check_gpuprov
+    env, split = split_env(bench, env, label)
     with measured(bench, targets) as result:
         code, output = run(argv, env, log)
     results = check(label, code, output, log, hosts)
-    cost = Cost(result[0], result[1], result[2], results=results, own=own_cpu(log))
+    main, workers = split_cpu(split)
+    cost = Cost(result[0], result[1], result[2], results, own_cpu(log), main, workers)
     bench.samples.setdefault((tool, hosts), []).append(cost)
     return cost
 
@@ -304,7 +344,8 @@ def median(bench: Bench, tool: str, hosts: int) -> Cost:
         statistics.median(getattr(c, f) for c in costs) for f in ("wall", "controller", "nodes")
     )
     results = round(statistics.median(c.results for c in costs))
-    return Cost(wall, controller, nodes, results, statistics.median(c.own for c in costs))
+    own, main, workers = (statistics.median(getattr(c, f) for c in costs) for f in ("own", "main", "workers"))
+    return Cost(wall, controller, nodes, results, own, main, workers)
 
 
 def print_rows(rows: Sequence[tuple[str, ...]], right: set[int]) -> None:
@@ -335,6 +376,7 @@ def table(bench: Bench, tools: Sequence[str], repeat: int) -> bool:
           "x node/host: this one's CPU / stock's, same hosts; results/host: task results Ansible reported "
           "per host, skipped ones included; ctl ms/result: controller CPU per task result)")  # fmt: skip
     reason(bench, tools)
+    split(bench, tools)
 
     met = True
     checks = [(f"measure, {NODES} hosts unless said", "tool", "value", "target", "ok")]
@@ -384,6 +426,27 @@ def reason(bench: Bench, tools: Sequence[str]) -> None:
             f"  of it, {TOOLS[tool]}'s own process (ansible-runner reading the events, the display): "
             f"{m.own:.1f} CPU s on {NODES} hosts, {m.own / max(m.controller, 1e-9):.0%} of its controller CPU"
         )
+
+
+def split(bench: Bench, tools: Sequence[str]) -> None:
+    """Where each tool's controller CPU goes on NODES hosts, per host and per task result."""
+    rows: list[tuple[str, ...]] = [(f"controller CPU per host, {NODES} hosts", "ansible main", "workers+ssh",
+                                    "ssh masters, rest", "gpuprov process", "ms/result: main", "workers+ssh",
+                                    "rest")]  # fmt: skip
+    for tool in tools:
+        m = median(bench, tool, NODES)
+        rest = m.controller - m.main - m.workers - m.own
+        per = 1000 / max(m.results, 1)
+        rows.append((TOOLS[tool], *(f"{v / NODES:.2f}" for v in (m.main, m.workers, rest, m.own)),
+                     *(f"{v * per:.1f}" for v in (m.main, m.workers, rest))))  # fmt: skip
+    print()
+    print_rows(rows, right=set(range(1, 8)))
+    print(
+        "(ansible main: ansible-playbook's own process: the strategy, variables, includes, callbacks, the "
+        "events runner reads; workers+ssh: the process forked per task and host, with the ssh clients and "
+        "sftp it ran; ssh masters, rest: the ControlPersist masters and anything else not reaped, the "
+        "cgroup's total less the others; gpuprov process: ansible-runner and gpuprov's display)"
+    )
 
 
 def main() -> int:
