@@ -1,7 +1,7 @@
 """What a no-op re-run of the full bootstrap costs: stock ansible-playbook, gpuprov, gpuprov with Mitogen.
 
     .venv/bin/python benchmarks/bootstrap.py [--repeat 2] [--nodes 4] [--strict] [--profile] [--keep]
-                                             [--tools stock,gpuprov,mitogen]
+                                             [--tools stock,gpuprov,mitogen] [--name NAME --warm]
 
 On one 4-node debian12 sandbox (started here, removed after unless --keep), with the sandbox lock (the
 sample lock of inventory/sample/, with the PyTorch the sandbox mirror serves: 2.13.0, CPU build): every host
@@ -28,7 +28,10 @@ Beside them: the task results Ansible reported per host (ok, skipped, failed, un
 recap lines, gpuprov's --json summary) and the controller CPU per task result, so that the controller ratio
 shows as its two factors (results per host x CPU per result, each against stock's); and the CPU seconds of
 gpuprov's own process (ansible-runner reading the events, the display: `gpuprov` is run through a wrapper
-that prints its RUSAGE_SELF at exit).
+that prints its RUSAGE_SELF at exit). And where each tool's controller CPU goes: ansible-playbook's own
+process (strategy, variables, includes, callbacks), its workers with the ssh clients and sftp they ran (both
+from a sitecustomize probe that writes ansible-playbook's rusage at exit), the ssh masters and anything else
+not reaped (the cgroup's total less the others), and gpuprov's own process.
 
 Every measured run must be a real no-op (exit 0, changed=0 and failed=0 on every host), or the script stops.
 SSH connections: stock and gpuprov use Ansible's default control path (~/.ansible/cp), so each run finds the
@@ -449,6 +452,16 @@ def split(bench: Bench, tools: Sequence[str]) -> None:
     )
 
 
+def first_bootstrap(bench: Bench) -> None:
+    print("first bootstrap of every host (untimed) ...", flush=True)
+    began = time.perf_counter()
+    argv = [str(BIN / "gpuprov"), "bootstrap", str(bench.inventory), "-e", f"@{bench.lock}"]
+    code, _ = run(argv, bench.env, bench.work / "first.log")
+    if code != 0:
+        raise SystemExit(f"first bootstrap exited {code}; see {bench.work / 'first.log'}")
+    print(f"  done in {time.perf_counter() - began:.0f} s", flush=True)
+
+
 def main() -> int:
     global METER, NODES
     parser = argparse.ArgumentParser(
@@ -467,6 +480,11 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the sandbox and its state dir afterwards")
     parser.add_argument("--name", help="sandbox name (default bench-bootstrap-<random>); reused if it exists")
     parser.add_argument("--state-dir", type=Path, help="GPUPROV_STATE_DIR (default: a new temporary one)")
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="the sandbox named by --name was bootstrapped by an earlier run (--keep): no first bootstrap",
+    )
     args = parser.parse_args()
     if args.nodes < 2:
         parser.error(f"--nodes must be at least 2 (is {args.nodes}): per-host figures compare N hosts with 1")
@@ -494,13 +512,8 @@ def main() -> int:
         work.mkdir(exist_ok=True)
         bench = Bench(env, inventory, sandbox_lock(work / "lock.yml"), work, node_counters(name, NODES))
 
-        print("first bootstrap of every host (untimed) ...", flush=True)
-        began = time.perf_counter()
-        argv = [str(BIN / "gpuprov"), "bootstrap", str(inventory), "-e", f"@{bench.lock}"]
-        code, _ = run(argv, env, work / "first.log")
-        if code != 0:
-            raise SystemExit(f"first bootstrap exited {code}; see {work / 'first.log'}")
-        print(f"  done in {time.perf_counter() - began:.0f} s", flush=True)
+        if not args.warm:
+            first_bootstrap(bench)
 
         for i in range(1, args.repeat + 1):
             # Interleaved, so that a change in the machine's load falls on every measure alike.
