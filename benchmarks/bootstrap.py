@@ -450,6 +450,17 @@ def split(bench: Bench, tools: Sequence[str]) -> None:
         "sftp it ran; ssh masters, rest: the ControlPersist masters and anything else not reaped, the "
         "cgroup's total less the others; gpuprov process: ansible-runner and gpuprov's display)"
     )
+    stock = median(bench, "stock", NODES)
+    for tool in (t for t in tools if t != "stock"):
+        m = median(bench, tool, NODES)
+        room = CONTROLLER_CPU_TARGET * stock.controller - (m.controller - m.workers)
+        print(
+            f"to reach {CONTROLLER_CPU_TARGET:.2f}, {TOOLS[tool]}'s workers "
+            f"(now {m.workers / NODES:.2f} CPU s per host) would have to fall to "
+            f"{room / NODES:.2f} per host, "
+            f"{1000 * room / max(m.results, 1):.1f} ms per result, with everything else as it is (its "
+            f"ansible-playbook process alone is {m.main / stock.controller:.2f} of stock's controller CPU)"
+        )
 
 
 def first_bootstrap(bench: Bench) -> None:
