@@ -1,7 +1,7 @@
 """What a no-op re-run of the full bootstrap costs: stock ansible-playbook, gpuprov, gpuprov with Mitogen.
 
     .venv/bin/python benchmarks/bootstrap.py [--repeat 2] [--nodes 4] [--strict] [--profile] [--keep]
-                                             [--tools stock,gpuprov,mitogen]
+                                             [--tools stock,gpuprov,mitogen] [--name NAME --warm]
 
 On one 4-node debian12 sandbox (started here, removed after unless --keep), with the sandbox lock (the
 sample lock of inventory/sample/, with the PyTorch the sandbox mirror serves: 2.13.0, CPU build): every host
@@ -28,7 +28,10 @@ Beside them: the task results Ansible reported per host (ok, skipped, failed, un
 recap lines, gpuprov's --json summary) and the controller CPU per task result, so that the controller ratio
 shows as its two factors (results per host x CPU per result, each against stock's); and the CPU seconds of
 gpuprov's own process (ansible-runner reading the events, the display: `gpuprov` is run through a wrapper
-that prints its RUSAGE_SELF at exit).
+that prints its RUSAGE_SELF at exit). And where each tool's controller CPU goes: ansible-playbook's own
+process (strategy, variables, includes, callbacks), its workers with the ssh clients and sftp they ran (both
+from a sitecustomize probe that writes ansible-playbook's rusage at exit), the ssh masters and anything else
+not reaped (the cgroup's total less the others), and gpuprov's own process.
 
 Every measured run must be a real no-op (exit 0, changed=0 and failed=0 on every host), or the script stops.
 SSH connections: stock and gpuprov use Ansible's default control path (~/.ansible/cp), so each run finds the
@@ -94,6 +97,8 @@ class Cost:
     nodes: float  # CPU seconds on the nodes the run targets, all of them together
     results: int = 0  # task results Ansible reported (ok, skipped, failed...), every host together
     own: float = 0.0  # CPU seconds of gpuprov's own process (ansible-runner reading the events, the display)
+    main: float = 0.0  # CPU seconds of ansible-playbook's own process (strategy, variables, callbacks)
+    workers: float = 0.0  # CPU seconds of its reaped children: task workers and the ssh clients they ran
 
 
 @dataclass
@@ -203,6 +208,42 @@ WITH_OWN_CPU = (
 )
 
 
+# ansible-playbook's own CPU and its reaped children's (task workers, with the ssh clients and sftp each ran),
+# appended to $GPUPROV_BENCH_SPLIT at its exit. A sitecustomize on PYTHONPATH, so that it reaches the
+# ansible-playbook that ansible-runner starts for gpuprov as well as stock's. Forked workers leave through
+# os._exit and never run atexit; the pid check is for any other fork.
+SPLIT = "GPUPROV_BENCH_SPLIT"
+SPLIT_HOOK = (
+    "import atexit, os, resource, sys\n"
+    f"_out = os.environ.get('{SPLIT}')\n"
+    "if _out and sys.argv and os.path.basename(sys.argv[0]) == 'ansible-playbook':\n"
+    "    _pid = os.getpid()\n"
+    "    def _split():\n"
+    "        if os.getpid() == _pid:\n"
+    "            s = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "            c = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "            with open(_out, 'a') as f:\n"
+    "                f.write(f'{s.ru_utime + s.ru_stime} {c.ru_utime + c.ru_stime}\\n')\n"
+    "    atexit.register(_split)\n"
+)
+
+
+def split_env(bench: Bench, env: dict[str, str], label: str) -> tuple[dict[str, str], Path]:
+    hook = bench.work / "split-hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(SPLIT_HOOK)
+    out = bench.work / f"{label}.split"
+    out.unlink(missing_ok=True)
+    path = os.pathsep.join(p for p in (str(hook), env.get("PYTHONPATH", "")) if p)
+    return {**env, "PYTHONPATH": path, SPLIT: str(out)}, out
+
+
+def split_cpu(out: Path) -> tuple[float, float]:
+    """ansible-playbook's own CPU seconds and its workers' (summed over every ansible-playbook of the run)."""
+    rows = [line.split() for line in out.read_text().splitlines()] if out.is_file() else []
+    return sum(float(r[0]) for r in rows), sum(float(r[1]) for r in rows)
+
+
 def own_cpu(log: Path) -> float:
     found = re.findall(rf"{OWN_CPU} (\S+)$", log.read_text(), re.M)
     return float(found[-1]) if found else 0.0
@@ -275,10 +316,12 @@ def measure(bench: Bench, tool: str, hosts: int, label: str) -> Cost:
         argv, env, check = stock_argv(bench, hosts), stock_env(bench), check_stock
     else:
         argv, env, check = gpuprov_argv(bench, tool, hosts), bench.env, check_gpuprov
+    env, split = split_env(bench, env, label)
     with measured(bench, targets) as result:
         code, output = run(argv, env, log)
     results = check(label, code, output, log, hosts)
-    cost = Cost(result[0], result[1], result[2], results=results, own=own_cpu(log))
+    main, workers = split_cpu(split)
+    cost = Cost(result[0], result[1], result[2], results, own_cpu(log), main, workers)
     bench.samples.setdefault((tool, hosts), []).append(cost)
     return cost
 
@@ -304,7 +347,8 @@ def median(bench: Bench, tool: str, hosts: int) -> Cost:
         statistics.median(getattr(c, f) for c in costs) for f in ("wall", "controller", "nodes")
     )
     results = round(statistics.median(c.results for c in costs))
-    return Cost(wall, controller, nodes, results, statistics.median(c.own for c in costs))
+    own, main, workers = (statistics.median(getattr(c, f) for c in costs) for f in ("own", "main", "workers"))
+    return Cost(wall, controller, nodes, results, own, main, workers)
 
 
 def print_rows(rows: Sequence[tuple[str, ...]], right: set[int]) -> None:
@@ -335,6 +379,7 @@ def table(bench: Bench, tools: Sequence[str], repeat: int) -> bool:
           "x node/host: this one's CPU / stock's, same hosts; results/host: task results Ansible reported "
           "per host, skipped ones included; ctl ms/result: controller CPU per task result)")  # fmt: skip
     reason(bench, tools)
+    split(bench, tools)
 
     met = True
     checks = [(f"measure, {NODES} hosts unless said", "tool", "value", "target", "ok")]
@@ -386,6 +431,48 @@ def reason(bench: Bench, tools: Sequence[str]) -> None:
         )
 
 
+def split(bench: Bench, tools: Sequence[str]) -> None:
+    """Where each tool's controller CPU goes on NODES hosts, per host and per task result."""
+    rows: list[tuple[str, ...]] = [(f"controller CPU per host, {NODES} hosts", "ansible main", "workers+ssh",
+                                    "ssh masters, rest", "gpuprov process", "ms/result: main", "workers+ssh",
+                                    "rest")]  # fmt: skip
+    for tool in tools:
+        m = median(bench, tool, NODES)
+        rest = m.controller - m.main - m.workers - m.own
+        per = 1000 / max(m.results, 1)
+        rows.append((TOOLS[tool], *(f"{v / NODES:.2f}" for v in (m.main, m.workers, rest, m.own)),
+                     *(f"{v * per:.1f}" for v in (m.main, m.workers, rest))))  # fmt: skip
+    print()
+    print_rows(rows, right=set(range(1, 8)))
+    print(
+        "(ansible main: ansible-playbook's own process: the strategy, variables, includes, callbacks, the "
+        "events runner reads; workers+ssh: the process forked per task and host, with the ssh clients and "
+        "sftp it ran; ssh masters, rest: the ControlPersist masters and anything else not reaped, the "
+        "cgroup's total less the others; gpuprov process: ansible-runner and gpuprov's display)"
+    )
+    stock = median(bench, "stock", NODES)
+    for tool in (t for t in tools if t != "stock"):
+        m = median(bench, tool, NODES)
+        room = CONTROLLER_CPU_TARGET * stock.controller - (m.controller - m.workers)
+        print(
+            f"to reach {CONTROLLER_CPU_TARGET:.2f}, {TOOLS[tool]}'s workers "
+            f"(now {m.workers / NODES:.2f} CPU s per host) would have to fall to "
+            f"{room / NODES:.2f} per host, "
+            f"{1000 * room / max(m.results, 1):.1f} ms per result, with everything else as it is (its "
+            f"ansible-playbook process alone is {m.main / stock.controller:.2f} of stock's controller CPU)"
+        )
+
+
+def first_bootstrap(bench: Bench) -> None:
+    print("first bootstrap of every host (untimed) ...", flush=True)
+    began = time.perf_counter()
+    argv = [str(BIN / "gpuprov"), "bootstrap", str(bench.inventory), "-e", f"@{bench.lock}"]
+    code, _ = run(argv, bench.env, bench.work / "first.log")
+    if code != 0:
+        raise SystemExit(f"first bootstrap exited {code}; see {bench.work / 'first.log'}")
+    print(f"  done in {time.perf_counter() - began:.0f} s", flush=True)
+
+
 def main() -> int:
     global METER, NODES
     parser = argparse.ArgumentParser(
@@ -404,6 +491,11 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the sandbox and its state dir afterwards")
     parser.add_argument("--name", help="sandbox name (default bench-bootstrap-<random>); reused if it exists")
     parser.add_argument("--state-dir", type=Path, help="GPUPROV_STATE_DIR (default: a new temporary one)")
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="the sandbox named by --name was bootstrapped by an earlier run (--keep): no first bootstrap",
+    )
     args = parser.parse_args()
     if args.nodes < 2:
         parser.error(f"--nodes must be at least 2 (is {args.nodes}): per-host figures compare N hosts with 1")
@@ -431,13 +523,8 @@ def main() -> int:
         work.mkdir(exist_ok=True)
         bench = Bench(env, inventory, sandbox_lock(work / "lock.yml"), work, node_counters(name, NODES))
 
-        print("first bootstrap of every host (untimed) ...", flush=True)
-        began = time.perf_counter()
-        argv = [str(BIN / "gpuprov"), "bootstrap", str(inventory), "-e", f"@{bench.lock}"]
-        code, _ = run(argv, env, work / "first.log")
-        if code != 0:
-            raise SystemExit(f"first bootstrap exited {code}; see {work / 'first.log'}")
-        print(f"  done in {time.perf_counter() - began:.0f} s", flush=True)
+        if not args.warm:
+            first_bootstrap(bench)
 
         for i in range(1, args.repeat + 1):
             # Interleaved, so that a change in the machine's load falls on every measure alike.

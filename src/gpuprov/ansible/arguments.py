@@ -51,7 +51,10 @@ MITOGEN_CONNECT_TIMEOUT_S = 30
 
 MAX_FORKS = 100
 FACT_CACHE_TIMEOUT_S = 600
-SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=120s -o ServerAliveInterval=15"
+# No -C: compression "will only slow down things on fast networks" (ssh(1)); on a cluster's network it only
+# costs CPU on both ends for every module payload. Over a slow link, `Compression yes` for the hosts in
+# ~/.ssh/config turns it back on (a command-line -C would override that choice).
+SSH_ARGS = "-o ControlMaster=auto -o ControlPersist=120s -o ServerAliveInterval=15"
 PEXPECT_TIMEOUT_S = 0.25  # how often runner asks the cancel callback (and so how fast Ctrl-C acts)
 
 

@@ -62,7 +62,7 @@ def test_default_arguments(tmp_path: Path, state_dir: Path, monkeypatch: pytest.
         "PATH": os.pathsep.join([here, "/opt/tools/bin", "/usr/bin"]),
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_PIPELINING": "True",
-        "ANSIBLE_SSH_ARGS": "-C -o ControlMaster=auto -o ControlPersist=120s -o ServerAliveInterval=15",
+        "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=120s -o ServerAliveInterval=15",
         "ANSIBLE_GATHERING": "smart",
         "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "600",
         "ANSIBLE_INJECT_FACT_VARS": "False",
