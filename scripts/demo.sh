@@ -28,7 +28,7 @@ phase_done() {
   phase_started=$now
 }
 
-bash scripts/setup.sh
+bash scripts/setup.sh --demo
 phase_done setup
 export PATH="$PWD/.venv/bin:$PATH"
 
