@@ -36,7 +36,8 @@ from pathlib import Path
 
 TARGET_S = 180.0
 BENCH_REPOSITORY = "gpuprov-bench-demo/node"
-HOST_PACKAGES_LINE = re.compile(r"^HOST_PACKAGES=\((.*)\)$", re.MULTILINE)
+# The demo's host packages in setup.sh (DEMO_PACKAGES; HOST_PACKAGES before the demo had a list of its own).
+HOST_PACKAGES_LINE = re.compile(r"^(?:DEMO_PACKAGES|HOST_PACKAGES)=\(([^)$]*)\)$", re.MULTILINE)
 
 
 def clone(repo: Path, ref: str, into: Path) -> None:

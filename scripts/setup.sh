@@ -14,7 +14,12 @@ case "${1:-}" in
   *) echo "setup.sh: unknown argument '$1'; usage: scripts/setup.sh [--demo]" >&2; exit 2 ;;
 esac
 
-HOST_PACKAGES=(docker.io debootstrap createrepo-c rpm apt-utils gnupg openssh-client ca-certificates dnf python3-dnf shellcheck)
+# What the demo needs (the Docker engine, debootstrap for the node images, the mirror's package tools, ssh),
+# then what only the tests add: dnf for the rpm repository tests, shellcheck for the stand-in programs.
+DEMO_PACKAGES=(docker.io debootstrap createrepo-c rpm apt-utils gnupg openssh-client ca-certificates)
+TEST_PACKAGES=(dnf python3-dnf shellcheck)
+HOST_PACKAGES=("${DEMO_PACKAGES[@]}")
+[ "$extras" = none ] || HOST_PACKAGES+=("${TEST_PACKAGES[@]}")
 
 # Seconds since $1 (an $EPOCHREALTIME), with one decimal.
 seconds_since() {
