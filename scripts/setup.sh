@@ -74,6 +74,8 @@ print(sys.version.split()[0], hashlib.sha256(repr(wanted).encode()).hexdigest())
 # the test tools serves the demo too.
 installed=$(cat .venv/.installed 2>/dev/null || true)
 stamp=$(install_stamp)
+# A stamp without the second part is from before --demo, when every install had the test tools.
+[ "$installed" != "$stamp" ] || installed="$stamp test"
 if [ ! -x .venv/bin/gpuprov ] || { [ "$installed" != "$stamp test" ] && [ "$installed" != "$stamp $extras" ]; }; then
   started=$EPOCHREALTIME
   if [ "$extras" = test ]; then

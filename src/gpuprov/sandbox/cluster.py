@@ -322,15 +322,18 @@ def up(
 def _ensure_caches(os_needed: list[str]) -> tuple[dict[str, str], mirror.MirrorContent]:
     """The node images and the package mirror content, built side by side where missing: on a first `up`
     the image build mostly waits on Debian's archive and on `docker import` while the mirror's package builds
-    use the CPU, so together they take about as long as the longer one."""
-    with ThreadPoolExecutor(max_workers=1) as image_builder:
-        built = image_builder.submit(lambda: {name: images.ensure_image(name) for name in os_needed})
-        try:
-            content = mirror.ensure_mirror_content()
-        except BaseException:
-            built.cancel()
-            raise
-        return built.result(), content
+    use the CPU, so together they take about as long as the longer one.
+
+    The images are built in this (the main) thread: their build commands run in sessions of their own, which
+    only this thread stops on Ctrl-C. The mirror's commands share the terminal's process group, so Ctrl-C
+    stops them in the worker too. A machine that cannot build images is refused before the mirror starts."""
+    docker.ensure_engine()
+    if any(not docker.image_exists(images.image_ref(name)) for name in os_needed):
+        images._check_build_host()
+    with ThreadPoolExecutor(max_workers=1) as mirror_builder:
+        content = mirror_builder.submit(mirror.ensure_mirror_content)
+        refs = {name: images.ensure_image(name) for name in os_needed}
+        return refs, content.result()
 
 
 def _bring_up(
