@@ -1,10 +1,30 @@
 #!/usr/bin/env bash
 # Set up this machine for the demo and the tests: host packages, the Docker engine, a virtualenv with
 # gpuprov and its test tools. Safe to run again; it only does what is missing.
+#
+#   scripts/setup.sh [--demo]    # --demo: gpuprov without its test tools (lint, Molecule, mkdocs ...),
+#                                # which is all the demo runs; a later run without it adds them
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HOST_PACKAGES=(docker.io debootstrap createrepo-c rpm apt-utils gnupg openssh-client ca-certificates dnf python3-dnf shellcheck)
+extras="test"
+case "${1:-}" in
+  "") ;;
+  --demo) extras=none ;;
+  *) echo "setup.sh: unknown argument '$1'; usage: scripts/setup.sh [--demo]" >&2; exit 2 ;;
+esac
+
+# What the demo needs (the Docker engine, debootstrap for the node images, the mirror's package tools, ssh),
+# then what only the tests add: dnf for the rpm repository tests, shellcheck for the stand-in programs.
+DEMO_PACKAGES=(docker.io debootstrap createrepo-c rpm apt-utils gnupg openssh-client ca-certificates)
+TEST_PACKAGES=(dnf python3-dnf shellcheck)
+HOST_PACKAGES=("${DEMO_PACKAGES[@]}")
+[ "$extras" = none ] || HOST_PACKAGES+=("${TEST_PACKAGES[@]}")
+
+# Seconds since $1 (an $EPOCHREALTIME), with one decimal.
+seconds_since() {
+  awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'
+}
 
 missing_packages() {
   local pkg
@@ -19,10 +39,12 @@ if [ -n "$(missing_packages)" ]; then
     exit 3
   fi
   echo "setup: installing host packages: $(missing_packages | xargs)"
+  started=$EPOCHREALTIME
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   # shellcheck disable=SC2046
   apt-get install -y -qq --no-install-recommends $(missing_packages) >/dev/null
+  echo "setup: the host packages took $(seconds_since "$started") s"
 fi
 
 # Each sandbox node runs systemd, which takes several inotify instances; Debian's default of 128 per user
@@ -48,10 +70,24 @@ wanted = [project.get(key) for key in ("dependencies", "optional-dependencies", 
 print(sys.version.split()[0], hashlib.sha256(repr(wanted).encode()).hexdigest())'
 }
 
-if [ ! -x .venv/bin/gpuprov ] || [ "$(cat .venv/.installed 2>/dev/null)" != "$(install_stamp)" ]; then
-  echo "setup: installing gpuprov and its test tools into .venv"
+# .venv/.installed: the stamp, then what was installed on top of gpuprov ("test" or "none"); an install with
+# the test tools serves the demo too.
+installed=$(cat .venv/.installed 2>/dev/null || true)
+stamp=$(install_stamp)
+# A stamp without the second part is from before --demo, when every install had the test tools.
+[ "$installed" != "$stamp" ] || installed="$stamp test"
+if [ ! -x .venv/bin/gpuprov ] || { [ "$installed" != "$stamp test" ] && [ "$installed" != "$stamp $extras" ]; }; then
+  started=$EPOCHREALTIME
+  if [ "$extras" = test ]; then
+    echo "setup: installing gpuprov and its test tools into .venv"
+    target='.[test]'
+  else
+    echo "setup: installing gpuprov into .venv (without the test tools: scripts/setup.sh adds them)"
+    target=.
+  fi
   python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v "is ignored" || true
+  .venv/bin/pip install -q --disable-pip-version-check -e "$target" 2>&1 | grep -v "is ignored" || true
   .venv/bin/gpuprov --version >/dev/null
-  install_stamp >.venv/.installed
+  echo "$stamp $extras" >.venv/.installed
+  echo "setup: the virtualenv took $(seconds_since "$started") s"
 fi

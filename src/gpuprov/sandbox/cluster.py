@@ -15,6 +15,7 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -300,8 +301,7 @@ def up(
     started = time.monotonic()
     # Caches first: they are written atomically, so an interrupt there leaves nothing to undo.
     os_needed = sorted({os_name for _, os_name in the_plan.add} | {DEFAULT_OS})
-    image_refs = {os_name: images.ensure_image(os_name) for os_name in os_needed}
-    content = mirror.ensure_mirror_content()
+    image_refs, content = _ensure_caches(os_needed)
     torch_image = _container_images(content) if containers else None
 
     rollback = _Rollback(sandbox, new_sandbox=not current and not files.root.exists(), state_dir=files.root)
@@ -317,6 +317,23 @@ def up(
         f"Sandbox {sandbox!r} is up in {time.monotonic() - started:.1f} s; inventory: {files.inventory}"
     )
     return files.inventory
+
+
+def _ensure_caches(os_needed: list[str]) -> tuple[dict[str, str], mirror.MirrorContent]:
+    """The node images and the package mirror content, built side by side where missing: on a first `up`
+    the image build mostly waits on Debian's archive and on `docker import` while the mirror's package builds
+    use the CPU, so together they take about as long as the longer one.
+
+    The images are built in this (the main) thread: their build commands run in sessions of their own, which
+    only this thread stops on Ctrl-C. The mirror's commands share the terminal's process group, so Ctrl-C
+    stops them in the worker too. A machine that cannot build images is refused before the mirror starts."""
+    docker.ensure_engine()
+    if any(not docker.image_exists(images.image_ref(name)) for name in os_needed):
+        images._check_build_host()
+    with ThreadPoolExecutor(max_workers=1) as mirror_builder:
+        content = mirror_builder.submit(mirror.ensure_mirror_content)
+        refs = {name: images.ensure_image(name) for name in os_needed}
+        return refs, content.result()
 
 
 def _bring_up(
