@@ -47,6 +47,9 @@ COMPONENTS: tuple[Component, ...] = (
         False,
         "the environment's torch is replaced in place: a running job's late imports fail",
     ),
+    # Optional: python_env builds Horovod (it publishes `horovod`), against the Open MPI the mpi role
+    # installs with its headers when the lock names a Horovod (roles/mpi/defaults: mpi_devel).
+    Component("horovod", ("horovod_version",), "python_env", False, _LIBRARY, readers=("mpi",)),
     Component("openmpi", ("openmpi_version",), "mpi", False, _LIBRARY),
     Component("container_toolkit", ("container_toolkit_version",), "container_runtime", False, _LIBRARY),
 )

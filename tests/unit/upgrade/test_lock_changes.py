@@ -97,3 +97,12 @@ def test_every_role_a_component_names_is_a_tag_of_site_yml() -> None:
     assert defined is not None
     named = {role for c in lock_changes.COMPONENTS for role in (c.role, *c.readers)}
     assert named <= set(lock_changes.SITE_ROLES) <= defined
+
+
+def test_a_new_horovod_runs_python_env_and_mpi() -> None:
+    """python_env builds it, the mpi role installs Open MPI's headers for it (mpi_devel)."""
+    old = {**LOCK_A, "horovod_version": "0.27.0"}
+    new = {**LOCK_A, "horovod_version": "0.28.1"}
+    changes = lock_changes.host_changes("node1", old, new, {**VERIFIED_A, "horovod": "0.27.0"})
+    assert [(p.component, p.have, p.want) for p in changes.parts] == [("horovod", "0.27.0", "0.28.1")]
+    assert changes.roles == ["mpi", "python_env"] and not changes.reboot
