@@ -162,6 +162,7 @@ def test_rolling_upgrade_of_three_nodes_with_a_job_an_admin_drain_a_failed_gate_
     fault.unlink()
     stopped, second = second_and_ctrl_c(sandbox, new_lock, "node1")
     assert second.returncode == 4, second.stderr  # one rollout of an inventory at a time
+    assert "another gpuprov upgrade of" in second.stderr
     assert stopped.returncode == 130, stopped.stderr
     assert "--resume" in stopped.stderr.splitlines()[-1]
     assert phase(sandbox, "node2") == "done" and phase(sandbox, "node3") == "done"
