@@ -136,7 +136,7 @@ def test_rolling_upgrade_of_three_nodes_with_a_job_an_admin_drain_a_failed_gate_
     assert "canary applies: preflight, nvidia_driver\n" in plan.stderr and "590.48.01" in plan.stderr
 
     job = docker_exec(controller, "sbatch", "--parsable", "-w", "node2", "-o", "/dev/null",
-                      "--wrap", f"sleep 60; echo finished > {JOB_OUT}")  # fmt: skip
+                      "--wrap", f"sleep 90; echo finished > {JOB_OUT}")  # fmt: skip
     assert job.returncode == 0, job.stderr
     deadline = time.monotonic() + 60  # running (not pending) before the rollout starts
     while (
