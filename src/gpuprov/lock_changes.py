@@ -7,7 +7,7 @@ in, the changes out. `gpuprov lock diff` shows them; `gpuprov upgrade` plans its
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,8 @@ class Component:
     role: str
     reboot: bool  # a new kernel module: the running driver changes only with a reboot (or module reload)
     jobs: str  # what a job running on the host meets while this part changes
+    # Other roles that read this part's lock fields, so must run again when it changes.
+    readers: tuple[str, ...] = ()
 
 
 _LIBRARY = "new processes load the new libraries; a job that starts ranks meanwhile mixes versions"
@@ -33,7 +35,9 @@ COMPONENTS: tuple[Component, ...] = (
         True,
         "CUDA processes stop: the kernel module is replaced and the host reboots",
     ),
-    Component("cuda", ("cuda_version",), "cuda", False, _LIBRARY),
+    # cuDNN's package is chosen by CUDA's major (roles/cudnn/defaults: cudnn_cuda_major), NCCL's by its
+    # major.minor (roles/nccl/defaults: nccl_cuda_build, libnccl2 2.21.5-1+cuda12.4).
+    Component("cuda", ("cuda_version",), "cuda", False, _LIBRARY, readers=("cudnn", "nccl")),
     Component("cudnn", ("cudnn_version",), "cudnn", False, _LIBRARY),
     Component("nccl", ("nccl_version",), "nccl", False, _LIBRARY),
     Component(
@@ -43,9 +47,30 @@ COMPONENTS: tuple[Component, ...] = (
         False,
         "the environment's torch is replaced in place: a running job's late imports fail",
     ),
+    # Optional: python_env builds Horovod (it publishes `horovod`), against the Open MPI the mpi role
+    # installs with its headers when the lock names a Horovod (roles/mpi/defaults: mpi_devel).
+    Component("horovod", ("horovod_version",), "python_env", False, _LIBRARY, readers=("mpi",)),
     Component("openmpi", ("openmpi_version",), "mpi", False, _LIBRARY),
     Component("container_toolkit", ("container_toolkit_version",), "container_runtime", False, _LIBRARY),
 )
+# The roles in playbooks/site.yml's order; each role there carries its name as a tag, so a run with
+# `--tags ROLE,...` applies those roles (and the ones they depend on) after the always-tagged preflight.
+SITE_ROLES = (
+    "nvidia_driver", "cuda", "cudnn", "nccl", "network_tuning", "mpi", "python_env", "container_runtime",
+)  # fmt: skip
+
+
+def roles_to_run(changed: set[str]) -> list[str]:
+    """The roles that apply a set of changed components: each one's own role and the roles that read its
+    fields, in site.yml's order."""
+    wanted_roles = {role for c in COMPONENTS if c.name in changed for role in (c.role, *c.readers)}
+    return [role for role in SITE_ROLES if role in wanted_roles]
+
+
+def batch_roles(per_host: Iterable[Iterable[str]]) -> list[str]:
+    """The roles a batch needs: the union of its hosts' roles, in site.yml's order."""
+    union = {role for roles in per_host for role in roles}
+    return [role for role in SITE_ROLES if role in union]
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -162,7 +187,7 @@ def host_changes(
     return HostChanges(
         host,
         parts,
-        roles=[c.role for c in chosen],
+        roles=roles_to_run(changed),
         reboot=any(c.reboot for c in chosen),
         jobs=sorted({c.jobs for c in chosen}),
     )

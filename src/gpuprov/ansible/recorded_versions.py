@@ -2,8 +2,9 @@
 
 Every playbook run keeps the versions its roles read back from the hosts in summary.json (`versions`, per
 host). The newest run of the same inventory file that recorded a host gives that host's versions: what `lock
-diff` and `upgrade` compare a new lock with. A run that failed still counts for the hosts it verified (the
-roles publish only after their verify step passed).
+diff` and `upgrade` compare a new lock with (a run limited by --tags gives the parts it verified, older runs
+the rest). A run that failed still counts for the hosts it verified (the roles publish only after their
+verify step passed).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def latest(inventory: Path, host_names: Collection[str], root: Path | None = Non
     if not root.is_dir():
         return found
     target = str(inventory.resolve())
+    complete: set[str] = set()  # hosts with a record of a whole site.yml run: nothing older is needed
     for path in sorted((p for p in root.iterdir() if p.is_dir()), reverse=True):
         try:
             summary = json.loads((path / runs.SUMMARY).read_text())
@@ -39,11 +41,22 @@ def latest(inventory: Path, host_names: Collection[str], root: Path | None = Non
             continue  # a run still going, or a damaged record: the next older one
         if not isinstance(summary, dict) or summary.get("inventory_path") != target:
             continue
+        # A run limited by --tags (an upgrade batch applies only the roles its lock change touches) verified
+        # only its roles' parts: older runs fill in the rest, the newer value of a part wins.
+        partial = bool(summary.get("tags"))
         versions = summary.get("versions")
         for host, recorded in (versions if isinstance(versions, dict) else {}).items():
-            if host in wanted and host not in found and isinstance(recorded, dict):
-                plain = {str(k): str(v) for k, v in recorded.items()}
-                found[host] = Recorded(plain, path.name, str(summary.get(runs.VERB, "bootstrap")))
-        if wanted <= found.keys():
+            if host not in wanted or host in complete or not isinstance(recorded, dict):
+                continue
+            plain = {str(k): str(v) for k, v in recorded.items()}
+            newer = found.get(host)
+            found[host] = (
+                Recorded({**plain, **newer.versions}, newer.run_id, newer.verb)
+                if newer
+                else Recorded(plain, path.name, str(summary.get(runs.VERB, "bootstrap")))
+            )
+            if not partial:
+                complete.add(host)
+        if wanted <= complete:
             break
     return found

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gpuprov import lock_changes
 from gpuprov.ansible import arguments, engine, runs
 from gpuprov.ansible.arguments import Options
 from gpuprov.check import api as check_api
@@ -19,9 +20,21 @@ VERB = "upgrade"
 PLAYBOOK = "site.yml"
 
 
-def apply(inventory: Path, names: list[str], lock_file: Path, reboot_timeout_s: float) -> dict[str, str]:
-    """Bootstrap the batch with the new lock; {host: why} for the hosts where it failed. Ctrl-C (the engine
-    stops Ansible) and a run that failed as a whole propagate as GpuprovError."""
+def batch_roles(rollout: Rollout, names: list[str], all_roles: bool) -> tuple[str, ...]:
+    """The site.yml tags a batch runs: the roles its lock change touches (with what they depend on, the
+    preflight always), or () for the whole playbook (--all-roles, or a host whose plan names no role)."""
+    per_host = [rollout.host(name)["changes"].get("roles") or [] for name in names]
+    if all_roles or not all(per_host):
+        return ()
+    return tuple(lock_changes.batch_roles(per_host))
+
+
+def apply(
+    inventory: Path, names: list[str], lock_file: Path, reboot_timeout_s: float, roles: tuple[str, ...] = ()
+) -> dict[str, str]:
+    """Bootstrap the batch with the new lock, limited to `roles` (their site.yml tags; () for all of it);
+    {host: why} for the hosts where it failed. Ctrl-C (the engine stops Ansible) and a run that failed as a
+    whole propagate as GpuprovError."""
     options = Options(
         inventory=inventory,
         extra_vars=(
@@ -31,6 +44,7 @@ def apply(inventory: Path, names: list[str], lock_file: Path, reboot_timeout_s: 
             f"nvidia_driver_reboot_batch_size={len(names)}",
         ),
         limit=",".join(names),
+        tags=roles,
         # The Slurm play needs every cluster host (roles/slurm preflight) and the lock does not change Slurm.
         skip_tags=("slurm",),
     )

@@ -126,7 +126,13 @@ def _roll(
     reporter = Reporter(opts.json, len(rollout.data["plan"]), rollout.data["id"], expected)
     steps = rolling.Steps(
         service=slurm,
-        apply=lambda names: actions.apply(inventory.path, names, rollout.lock_file, opts.reboot_timeout),
+        apply=lambda names: actions.apply(
+            inventory.path,
+            names,
+            rollout.lock_file,
+            opts.reboot_timeout,
+            actions.batch_roles(rollout, names, opts.all_roles),
+        ),
         gate=lambda names, peers: actions.gate(
             inventory.path, names, rollout, quick=opts.gate == "quick", peers=peers
         ),
@@ -200,8 +206,20 @@ def _show_plan(opts: UpgradeOptions, plan: planning.Plan, controller: str | None
         ["batch", "host", "changes", "reboot"],
         rows,
     )
+    _show_roles(opts, plan)
     if opts.dry_run:
         console.info("--dry-run: nothing was drained or changed")
+
+
+def _show_roles(opts: UpgradeOptions, plan: planning.Plan) -> None:
+    """Which roles each batch applies (site.yml's tags; the preflight always runs)."""
+    if opts.all_roles:
+        console.info("--all-roles: each batch applies all of site.yml (Slurm's play left out)")
+        return
+    for number, batch in enumerate(plan.batches, start=1):
+        roles = lock_changes.batch_roles(plan.changes[name].roles for name in batch)
+        label = "canary" if number == 1 and plan.canary else f"batch {number}"
+        console.info(f"{label} applies: preflight, {', '.join(roles) or 'all of site.yml'}")
 
 
 def _preflight(inventory: hosts.Inventory, stack: dict[str, Any]) -> None:

@@ -91,6 +91,9 @@ class UpgradeOptions:
     allow_downgrade: bool = cli_options.flag(
         "--allow-downgrade", help="Allow a part to go to an older version."
     )
+    all_roles: bool = cli_options.flag(
+        "--all-roles", help="Apply all of site.yml to each batch, not only the roles the new lock changes."
+    )
 
 
 UPGRADE = cli_options.OptionSet(UpgradeOptions)

@@ -18,7 +18,7 @@ ROLES = resources.data_dir("roles")
 
 UNKNOWN = {
     "a made-up tag": ["--tags", "no_such_tag"],
-    "a role's name (roles are not tags)": ["--tags", "nvidia_driver"],
+    "a role site.yml does not run": ["--tags", "slurm_pyxis"],
     "one unknown in a comma list": ["--tags", "all,no_such_tag"],
     "repeated, the second unknown": ["--tags", "all", "--tags", "typo"],
     "a mistyped --skip-tags": ["--skip-tags", "no_such_tag"],

@@ -113,7 +113,7 @@ def test_lock_diff_per_field_and_per_host_from_the_records(cluster: Path) -> Non
         "nccl_version",
     ]
     node1 = found["hosts"]["node1"]
-    assert node1["reboot"] and node1["roles"] == ["nvidia_driver", "cuda", "nccl"]
+    assert node1["reboot"] and node1["roles"] == ["nvidia_driver", "cuda", "cudnn", "nccl"]
     assert node1["record"] == "run 20261126-100000-000001"
     table = gpuprov(cluster, "lock", "diff", "a.yml", "b.yml", "inventory.ini")
     assert table.returncode == 0 and "driver 550.127.08 -> 570.124.06" in table.stderr  # tables: stderr
@@ -123,3 +123,14 @@ def test_lock_diff_without_an_inventory_shows_the_fields(cluster: Path) -> None:
     done = gpuprov(cluster / "state", "lock", "diff", "../a.yml", "../b.yml")
     assert done.returncode == 0, done.stderr
     assert "driver_version" in done.stderr and "give INVENTORY" in done.stderr
+
+
+def test_dry_run_names_the_roles_each_batch_applies(cluster: Path) -> None:
+    """Only the roles the lock change touches (a new CUDA runs cuDNN's and NCCL's roles again), or with
+    --all-roles the whole site.yml."""
+    done = gpuprov(cluster, "upgrade", "b.yml", "inventory.ini", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "canary applies: preflight, nvidia_driver, cuda, cudnn, nccl" in done.stderr
+    assert "batch 2 applies: preflight, nvidia_driver, cuda, cudnn, nccl" in done.stderr
+    every = gpuprov(cluster, "upgrade", "b.yml", "inventory.ini", "--dry-run", "--all-roles")
+    assert every.returncode == 0 and "--all-roles: each batch applies all of site.yml" in every.stderr

@@ -23,14 +23,15 @@ def test_the_fields_that_change_in_the_locks_order() -> None:
     assert all(c.downgrade for c in lock_changes.field_changes(LOCK_B, LOCK_A))
 
 
-def test_a_host_at_lock_a_needs_the_driver_cuda_and_nccl_roles_and_a_reboot() -> None:
+def test_a_host_at_lock_a_needs_the_driver_cuda_cudnn_and_nccl_roles_and_a_reboot() -> None:
     changes = lock_changes.host_changes("node1", LOCK_A, LOCK_B, VERIFIED_A)
     assert [(p.component, p.have, p.want, p.source) for p in changes.parts] == [
         ("driver", "550.127.08", "570.124.06", "verified"),
         ("cuda", "12.4.1", "12.6.3", "verified"),
         ("nccl", "2.21.5+cuda12.4", "2.23.4", "verified"),
     ]
-    assert changes.roles == ["nvidia_driver", "cuda", "nccl"]
+    # cuDNN's version stays, but its package is chosen by CUDA's major: a new CUDA runs its role again.
+    assert changes.roles == ["nvidia_driver", "cuda", "cudnn", "nccl"]
     assert changes.reboot
     assert any("reboots" in line for line in changes.jobs)
 
@@ -70,3 +71,38 @@ def test_pytorch_compares_its_build_tag_and_openmpi_its_series() -> None:
     changes = lock_changes.host_changes("node1", LOCK_A, cu, {**VERIFIED_A, "openmpi": "4.1.4"})
     assert [(p.component, p.want) for p in changes.parts] == [("pytorch", "2.13.0+cu124")]
     assert changes.roles == ["python_env"]
+
+
+def test_a_driver_only_change_runs_the_driver_role_alone() -> None:
+    new = {**LOCK_A, "driver_branch": "570", "driver_version": "570.124.06"}
+    changes = lock_changes.host_changes("node1", LOCK_A, new, VERIFIED_A)
+    assert changes.roles == ["nvidia_driver"] and changes.reboot
+
+
+def test_a_batch_runs_the_union_of_its_hosts_roles_in_site_yml_order() -> None:
+    assert lock_changes.batch_roles([["python_env"], ["nvidia_driver"], []]) == [
+        "nvidia_driver",
+        "python_env",
+    ]
+    assert lock_changes.batch_roles([]) == []
+
+
+def test_every_role_a_component_names_is_a_tag_of_site_yml() -> None:
+    """The rollout passes the roles as --tags: each must be a tag site.yml defines, else the run would
+    apply nothing (gpuprov's tag check would refuse it)."""
+    from gpuprov import resources
+    from gpuprov.ansible import arguments, tags
+
+    defined = tags.defined(arguments.playbook_path("site.yml"), resources.data_dir("roles"))
+    assert defined is not None
+    named = {role for c in lock_changes.COMPONENTS for role in (c.role, *c.readers)}
+    assert named <= set(lock_changes.SITE_ROLES) <= defined
+
+
+def test_a_new_horovod_runs_python_env_and_mpi() -> None:
+    """python_env builds it, the mpi role installs Open MPI's headers for it (mpi_devel)."""
+    old = {**LOCK_A, "horovod_version": "0.27.0"}
+    new = {**LOCK_A, "horovod_version": "0.28.1"}
+    changes = lock_changes.host_changes("node1", old, new, {**VERIFIED_A, "horovod": "0.27.0"})
+    assert [(p.component, p.have, p.want) for p in changes.parts] == [("horovod", "0.27.0", "0.28.1")]
+    assert changes.roles == ["mpi", "python_env"] and not changes.reboot
