@@ -29,29 +29,44 @@ if TYPE_CHECKING:
 class _Pending:
     """One host's connect, running in a thread of its own; take() waits for it."""
 
-    def __init__(self, host: hosts.Host) -> None:
+    def __init__(self, host: hosts.Host, slots: threading.BoundedSemaphore) -> None:
         self.host = host
         self.done = threading.Event()
         self.client: ssh.Client | None = None
         self.error: BaseException | None = None
         self.taken = False
+        self.dropped = False  # the launch ended without taking it: close it once it is open
+        self._lock = threading.Lock()
+        self._slots = slots
         threading.Thread(target=self._connect, daemon=True, name=f"connect-ahead-{host.name}").start()
 
     def _connect(self) -> None:
-        try:
-            self.client = ssh.connect(self.host)
-        except BaseException as exc:  # raised again in the thread that takes it (preflight's)
-            self.error = exc
-        finally:
+        with self._slots:
+            try:
+                client = ssh.connect(self.host)
+            except BaseException as exc:  # raised again in the thread that takes it (preflight's)
+                self.error = exc
+                client = None
+        with self._lock:
+            self.client = client
             self.done.set()
+            if self.dropped and client is not None:
+                client.close()
 
     def take(self) -> ssh.Client:
-        self.done.wait()
+        self.done.wait()  # ssh.connect's own timeouts bound the wait
         self.taken = True
         if self.error is not None:
             raise self.error
         assert self.client is not None
         return self.client
+
+    def drop(self) -> None:
+        """Close the connection unused, now or (a connect still under way: Ctrl-C) when it opens."""
+        with self._lock:
+            self.dropped = True
+            if self.client is not None:
+                self.client.close()
 
 
 class Ahead:
@@ -71,14 +86,13 @@ class Ahead:
         except BadInput:
             return
         ssh.import_paramiko()  # here, not in the threads: no two threads importing the same modules
-        self.pending = {h.name: _Pending(h) for h in self.selected}
+        slots = threading.BoundedSemaphore(ssh.MAX_PARALLEL)  # as many at once as preflight's fan_out
+        self.pending = {h.name: _Pending(h, slots) for h in self.selected}
 
     def close_untaken(self) -> None:
         for pending in self.pending.values():
             if not pending.taken:
-                pending.done.wait()
-                if pending.client is not None:
-                    pending.client.close()
+                pending.drop()
 
 
 _current: Ahead | None = None  # the launch running in this process (one at a time: the CLI's)

@@ -117,3 +117,23 @@ def test_a_failed_connect_is_preflights_problem(
     err = capsys.readouterr().err
     assert "node1 (10.0.0.1:22): cannot connect over SSH: Connection refused" in err
     assert "node2 (10.0.0.2:22)" in err
+
+
+def test_a_connect_dropped_while_under_way_is_closed_when_it_opens(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuprov.launch import connect_ahead
+
+    release = threading.Event()
+    fake = Connects()
+
+    def slow(host: hosts.Host, timeout: float = 0) -> Any:
+        release.wait(10)
+        return fake.connect(host)
+
+    monkeypatch.setattr(ssh, "connect", slow)
+    host = hosts.Host("node1", "10.0.0.1", 22, "u", None, Path("/nonexistent/known_hosts"))
+    pending = connect_ahead._Pending(host, threading.BoundedSemaphore(1))
+    pending.drop()  # the launch ended (Ctrl-C) before the connect finished: it does not wait for it
+    assert not pending.done.is_set()
+    release.set()
+    assert pending.done.wait(10)
+    assert [c.closed for c in fake.clients] == [True]
