@@ -328,7 +328,8 @@ def print_targets(
         ratio, target, best = theirs / ours, LAUNCH_TARGETS[n], theirs_s / (ours_cpu / cores)
         verdict = "met" if ratio >= target else "missed"
         if ratio < target and best < target:
-            verdict += f" (out of reach here: best ratio {best:.2f}x, the nodes' start-up fills {cores} cores)"
+            why = f"the nodes' start-up fills the {cores} cores"
+            verdict += f" (out of reach here: best ratio {best:.2f}x; {why})"
         print(f"target: launch on {n} nodes at least {target:.1f}x the ssh loop: {ratio:.2f}x, {verdict}")
     for label, (ours, _) in medians.items():
         if label.startswith("teardown"):
