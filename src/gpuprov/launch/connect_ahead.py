@@ -6,9 +6,10 @@ workdir. The key exchange and authentication wait mostly on the network and on e
 run in the background meanwhile instead of after (docs/performance.md "Overlapping the SSH connects").
 
 Only after the input this needs is checked (the inventory, the hosts, the master's address, the hosts' SSH
-key and known_hosts files) is any host contacted; what the launch checks later (templates, workdir) can
-still end it with exit 2: then the connections are closed having run nothing on any host. A connection
-preflight does not take is closed when the launch ends. Host key checking is ssh.connect's, unchanged.
+key and known_hosts files, room in the state dir for the job's record) is any host contacted; what the
+launch checks later (templates, workdir) can still end it with exit 2: then the connections are closed
+having run nothing on any host. A connection preflight does not take is closed when the launch ends, or
+when it opens if it was still under way. Host key checking is ssh.connect's, unchanged.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from gpuprov import hosts, ssh
 from gpuprov.errors import BadInput
-from gpuprov.launch import selection
+from gpuprov.launch import jobs, selection
 
 if TYPE_CHECKING:
     from gpuprov.launch.options import LaunchOptions
@@ -80,6 +81,8 @@ class Ahead:
     def start(self) -> None:
         """Connect to every chosen host, unless the input the connects rely on is wrong: then preflight
         never runs, as plan() stops on that input with its own message."""
+        if not self.opts.dry_run:
+            jobs.check_room()  # exit 3 before any host is contacted, as flow.launch promises (it asks again)
         try:
             selection.master_address(self.selected[0], len(self.selected))
             hosts.check_ssh_files(self.selected, where="", fix="fix the path")

@@ -137,3 +137,15 @@ def test_a_connect_dropped_while_under_way_is_closed_when_it_opens(monkeypatch: 
     release.set()
     assert pending.done.wait(10)
     assert [c.closed for c in fake.clients] == [True]
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's procfs (takes no new files)")
+def test_a_state_dir_without_room_for_the_record_starts_no_connection(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _inventory(here)
+    fake = Connects()
+    monkeypatch.setattr(ssh, "connect", fake.connect)
+    monkeypatch.setenv("GPUPROV_STATE_DIR", "/proc/gpuprov-test-state")
+    assert _main("launch", "-i", "inventory.ini", "train.py") == 3
+    assert fake.clients == []
