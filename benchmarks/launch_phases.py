@@ -5,11 +5,12 @@
 
 Runs `gpuprov launch --nodes N SCRIPT` in this process (as the `gpuprov` command does: gpuprov.cli.main),
 once per repetition in a fresh Python each, and marks the moments the phases end by wrapping the functions
-that end them: imports (gpuprov.cli and its commands), inventory (inventory_cache.load: from the cache
-gpuprov keeps in the state dir from the second repetition on, as for a user's second launch of an
-unchanged inventory), each host's SSH connection
-(ssh.connect), preflight (preflight.run), plan (the scripts rendered), push (every host has its files),
-start (each host's agent started), first line (the first line of every host's rank). CPU is this
+that end them: imports (gpuprov.cli and the launch command), inventory (inventory_cache.load: from the
+cache gpuprov keeps in the state dir from the second repetition on, as for a user's second launch of an
+unchanged inventory), the connects started (connect_ahead.Ahead.start), launch's own modules imported (where
+OverSsh.launch imports them, while the hosts connect), each host's SSH connection (ssh.connect, in
+connect_ahead's threads), preflight (preflight.run), plan (the scripts rendered), push (every host has its
+files), start (each host's agent started), first line (the first line of every host's rank). CPU is this
 process's (all its threads: paramiko's transport threads do the key exchange and the ciphers), from
 time.process_time(); the interpreter's own start (`python -c pass`) is measured apart and printed.
 SCRIPT should print one line per rank at once (benchmarks/launch.py's first_line.py does). With
@@ -26,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 # Measured before anything else is imported: the phases start here.
 BEGAN = time.monotonic()
@@ -40,9 +42,10 @@ def one_run(nodes: int, script: str, profile: int) -> None:
         marks.append((name, time.monotonic() - BEGAN, time.process_time() - BEGAN_CPU))
 
     from gpuprov import cli, inventory_cache, ssh
-    from gpuprov.launch import attached, flow, preflight, stream
+    from gpuprov.launch import connect_ahead
+    from gpuprov.launch.schedulers import over_ssh
 
-    mark("imports")
+    mark("imports (cli)")
 
     def wrap(owner: object, attr: str, name: str, before: str | None = None) -> None:
         original = getattr(owner, attr)
@@ -56,22 +59,33 @@ def one_run(nodes: int, script: str, profile: int) -> None:
 
         setattr(owner, attr, wrapper)
 
-    wrap(flow, "plan", "plan (scripts rendered)", before="click parsed, launch called")
     wrap(inventory_cache, "load", "inventory loaded")
+    wrap(connect_ahead.Ahead, "start", "connects started (ahead)")
     wrap(ssh, "connect", "an SSH connection open")
-    wrap(preflight, "run", "preflight done")
-    wrap(flow, "_push_all", "push done (every host has its files)")
-    wrap(attached.AttachedJob, "start", "an agent started")
+    # launch's own modules load where `gpuprov launch` loads them (OverSsh.launch), while the hosts connect.
+    launch = over_ssh.OverSsh.launch
+
+    def launching(self: over_ssh.OverSsh, *args: Any) -> str:
+        from gpuprov.launch import attached, flow, preflight, stream
+
+        mark("launch's modules imported")
+        wrap(flow, "plan", "plan (scripts rendered)", before="plan begins")
+        wrap(preflight, "run", "preflight done")
+        wrap(flow, "_push_all", "push done (every host has its files)")
+        wrap(attached.AttachedJob, "start", "an agent started")
+        line = stream.Printer.line
+
+        def first_lines(printer: stream.Printer, host: str, text: str) -> None:
+            line(printer, host, text)
+            if "first line of rank" in text and host not in seen:
+                seen.add(host)
+                mark("a host's first line")
+
+        stream.Printer.line = first_lines  # type: ignore[method-assign,assignment]
+        return launch(self, *args)
+
+    over_ssh.OverSsh.launch = launching  # type: ignore[method-assign,assignment]
     seen: set[str] = set()
-    line = stream.Printer.line
-
-    def first_lines(self: stream.Printer, host: str, text: str) -> None:
-        line(self, host, text)
-        if "first line of rank" in text and host not in seen:
-            seen.add(host)
-            mark("a host's first line")
-
-    stream.Printer.line = first_lines  # type: ignore[method-assign]
     argv = ["--quiet", "launch", "--nodes", str(nodes), script]
     profiler = None
     if profile:

@@ -2,7 +2,7 @@
 
 Everything gpuprov does over SSH (bootstrap preflight, launch, check, the sandbox) goes through here, and
 no other module imports paramiko. paramiko is imported lazily, on the first connect: `gpuprov --help`,
-input errors and the pure unit tests never load it. It is imported without invoke (see _import_paramiko).
+input errors and the pure unit tests never load it. It is imported without invoke (see import_paramiko).
 
 `connect()` opens a paramiko session with strict host key checking, always: a host whose key is not in
 its known_hosts file, or whose key changed, is refused with one line that shows the fingerprint and says
@@ -71,13 +71,14 @@ class SessionLost(GpuprovError):
 _IMPORTING = threading.Lock()
 
 
-def _import_paramiko() -> None:
+def import_paramiko() -> None:
     """paramiko, imported with invoke hidden the first time. paramiko.config imports invoke (and invoke
     unittest.mock) at once, only to run `Match exec` lines of an ssh_config file, which gpuprov never reads
     (it connects from the inventory's settings): a third of paramiko's import time, paid by every launch
     before its first connection (0.12 -> 0.08 CPU seconds here). A None in sys.modules makes that import
     fail as paramiko expects when invoke is not installed; invoke is importable again afterwards. Called
-    before the first connection (_new_client); an import elsewhere first only costs the time."""
+    before the first connection (_new_client), and before the threads that connect ahead
+    (launch/connect_ahead.py); an import elsewhere first only costs the time."""
     with _IMPORTING:
         hidden = "paramiko" not in sys.modules and "invoke" not in sys.modules
         if hidden:
@@ -167,7 +168,7 @@ def known_hosts_name(host: Host) -> str:
 
 def _new_client(host: Host) -> Client:
     """A client that knows host's known_hosts file and refuses every other key; BadInput for bad files."""
-    _import_paramiko()
+    import_paramiko()
     import paramiko
 
     client = paramiko.SSHClient()

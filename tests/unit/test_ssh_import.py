@@ -10,7 +10,7 @@ import pytest
 PROBE = """
 import sys
 from gpuprov import ssh
-ssh._import_paramiko()
+ssh.import_paramiko()
 import paramiko.config
 print("invoke loaded:", "invoke" in sys.modules, "paramiko's invoke:", paramiko.config.invoke)
 import invoke

@@ -50,7 +50,13 @@ def launch(opts: options.LaunchOptions) -> None:
         return
     from gpuprov.launch import schedulers
 
-    schedulers.by_name(opts.scheduler).launch(opts, given)
+    if opts.scheduler != "ssh" or opts.push_image:  # Slurm's hosts, or an image pushed first
+        schedulers.by_name(opts.scheduler).launch(opts, given)
+        return
+    from gpuprov.launch import connect_ahead
+
+    with connect_ahead.opened(opts):  # the hosts' SSH connects run while the launch's modules load
+        schedulers.by_name(opts.scheduler).launch(opts, given)
 
 
 @click.command("jobs")

@@ -2,8 +2,8 @@
 
 plan (options, hosts, preflight, per-host scripts) -> record the job -> push (one channel per host,
 unchanged files skipped) -> once every host has its files, the same channel starts the host's agent ->
-detached: return; attached: stream, fail fast, report. Each host costs one SSH connection, opened by
-preflight and used to the end.
+detached: return; attached: stream, fail fast, report. Each host costs one SSH connection, opened as soon
+as the hosts are chosen (connect_ahead.py, while this module loads), taken by preflight and used to the end.
 """
 
 from __future__ import annotations

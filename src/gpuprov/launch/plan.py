@@ -11,9 +11,8 @@ from pathlib import Path
 
 from gpuprov import console, hosts
 from gpuprov.launch import (
+    connect_ahead,
     environments,
-    image_delivery,
-    image_lock,
     interfaces,
     jobs,
     launchers,
@@ -119,16 +118,20 @@ def template_for(opts: LaunchOptions, host: hosts.Host, launcher: Launcher | Non
 
 def plan(opts: LaunchOptions) -> Plan:
     """Check the input and every host (preflight); the plan holds the hosts' open SSH connections."""
-    _, selected = selection.chosen(opts)
+    _, selected = connect_ahead.chosen(opts)  # the inventory read once, its hosts connecting meanwhile
     master_addr = selection.master_address(selected[0], len(selected))
     launcher = launchers.by_name(opts.launcher)
     environment = environments.chosen(opts.image)
     if isinstance(environment, ContainerImage):
+        from gpuprov.launch import image_lock  # with the lock's modules: only an --image launch reads them
+
         image_lock.check(environment.image, selected)
     templates = {host.name: template_for(opts, host, launcher) for host in selected}
     hosts.check_ssh_files(selected, where="", fix="fix the path")
     payload = push.collect(opts.script, opts.workdir, opts.include_large, opts.max_file_mb)
     if opts.push_image and isinstance(environment, ContainerImage):
+        from gpuprov.launch import image_delivery
+
         environment.pushed_id = image_delivery.push_missing(selected, environment.image).image_id
     console.step(f"Preflight on {len(selected)} host(s): {', '.join(h.name for h in selected)}")
     try:

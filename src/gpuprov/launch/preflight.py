@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from gpuprov import hosts, onhost, porttest, ssh
 from gpuprov.errors import BadInput, ExitCode, GpuprovError
+from gpuprov.launch import connect_ahead
 from gpuprov.launch.options import DEFAULT_MASTER_PORT, MASTER_PORT_SEARCH, Nproc
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ def _check_host(
 ) -> HostCheck:
     check = HostCheck(host, launcher_command=launcher.check_command(host, selected))
     try:
-        check.client = ssh.connect(host)
+        check.client = connect_ahead.connect(host)  # opened ahead while the launch's modules loaded
     except ssh.Unreachable as exc:
         check.problems.append(Problem(UNREACHABLE, exc.message))
         return check
