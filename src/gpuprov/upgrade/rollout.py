@@ -45,6 +45,9 @@ class Steps:
     kill_grace_s: float = 180.0
     gate_peer: bool = False  # a one-host batch's all-reduce gets a healthy peer (the full gate)
     gate_kind: str = "full"  # --gate, as the history of phase times records it
+    # After RESUME, how long Slurm gets to show the node taking jobs (slurmd answering, no drain or down of
+    # its own, e.g. slurmd stopped by a missing /dev/nvidia0 in gres.conf, or fewer GPUs than configured).
+    return_timeout_s: float = 120.0
 
 
 def run(rollout: Rollout, steps: Steps, reporter: Reporter) -> ExitCode:
@@ -94,10 +97,11 @@ def _batch(rollout: Rollout, steps: Steps, reporter: Reporter, todo: list[str]) 
             found = steps.gate(applied, _gate_peer(rollout, steps, reporter, applied))
             failed |= {h: f"gate: {why}" for h, why in found.items() if h in applied}
     for host in todo:
+        refused = "" if host in failed else _return(rollout, steps, reporter, host)
+        if refused:
+            failed[host] = refused
         if host in failed:
             _fail(rollout, steps, reporter, host, failed[host])
-        else:
-            _return(rollout, steps, reporter, host)
     return [h for h in todo if h in failed]
 
 
@@ -128,6 +132,11 @@ def _phase(rollout: Rollout, reporter: Reporter, names: list[str], phase: str) -
 def _take_out(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> None:
     entry = rollout.host(host)
     _phase(rollout, reporter, [host], state.DRAINING)
+    # Read again now: an administrator may have drained it since the rollout began (hours ago, perhaps), and
+    # gpuprov's drain would replace their reason, so the node would later be resumed as gpuprov's.
+    now = steps.service.states([entry["node"]]).get(entry["node"])
+    if not entry.get("admin_drained") and now is not None and now.out_of_service and not now.ours:
+        rollout.set(host, admin_drained=True, admin_reason=now.reason or now.state)
     if entry.get("admin_drained"):
         reporter.note(host, f"already out of service by an administrator ({entry['admin_reason']}): kept so")
         return
@@ -214,9 +223,9 @@ def _fail(rollout: Rollout, steps: Steps, reporter: Reporter, host: str, why: st
     reporter.failed(host, why)
 
 
-def _return(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> None:
+def _return(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> str:
     """Back in service: only a node gpuprov drained, and only while the reason still is gpuprov's (an
-    administrator who drained it meanwhile keeps it)."""
+    administrator who drained it meanwhile keeps it). "" when done; else why Slurm did not take it back."""
     entry = rollout.host(host)
     back = False
     if entry.get("drained_by_us"):
@@ -224,8 +233,30 @@ def _return(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> No
         back = now is None or now.ours
         if now is None or now.ours:
             steps.service.resume(entry["node"])
+            refused = _taken_back(steps, entry["node"])
+            if refused:
+                return refused
         else:
             reporter.note(host, f"left out of service: its reason is now {now.reason!r}, not gpuprov's")
     rollout.set(host, phase=state.DONE, drained_by_us=False, error=None)
     estimate.append(rollout.directory, estimate.host_record(host, entry, steps.gate_kind, time.time()))
     reporter.done(host, back=back or not entry.get("admin_drained"))
+    return ""
+
+
+def _taken_back(steps: Steps, node: str) -> str:
+    """ "" once Slurm shows the resumed node taking jobs; else, after return_timeout_s, what it shows."""
+    deadline = steps.clock() + steps.return_timeout_s
+    while True:
+        now = steps.service.states([node]).get(node)
+        if now is None or now.serving:
+            return ""
+        if steps.clock() >= deadline:
+            shown = f"{now.state}{'' if now.responding else ' and not responding'}"
+            why = f", reason {now.reason!r}" if now.reason else ""
+            return (
+                f"Slurm did not take it back within {steps.return_timeout_s:.0f} s of the resume: "
+                f"{shown}{why}; see slurmd's log on the host (`journalctl -u slurmd`), fix it, then "
+                "`gpuprov upgrade --resume`"
+            )
+        steps.sleep(steps.poll_s)

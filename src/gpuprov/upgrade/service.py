@@ -45,6 +45,8 @@ _STATE_MARKS = "*~#!%$@^-"
 class NodeState:
     state: str  # sinfo's long form without its suffix marks: idle, mixed, drained, draining, down ...
     reason: str  # "" when none
+    # sinfo(1)'s "*" mark: "the node is presently not responding and will not be allocated any new work".
+    responding: bool = True
 
     @property
     def out_of_service(self) -> bool:
@@ -54,6 +56,11 @@ class NodeState:
     def ours(self) -> bool:
         return self.reason.startswith(REASON_PREFIX)
 
+    @property
+    def serving(self) -> bool:
+        """Taking jobs: in service and its slurmd answering."""
+        return self.responding and not self.out_of_service
+
 
 def parse_sinfo(text: str) -> dict[str, NodeState]:
     """launch's SINFO_FORMAT lines (launch reads the same lines for its partition): each node's state,
@@ -61,7 +68,8 @@ def parse_sinfo(text: str) -> dict[str, NodeState]:
     states: dict[str, NodeState] = {}
     for _partition, node in launch_api.listed_nodes(text):
         reason = "" if node.reason.lower() == "none" else node.reason
-        states[node.name] = NodeState(node.state.rstrip(_STATE_MARKS).lower(), reason)
+        state = node.state.rstrip(_STATE_MARKS)
+        states[node.name] = NodeState(state.lower(), reason, responding="*" not in node.state[len(state) :])
     return states
 
 

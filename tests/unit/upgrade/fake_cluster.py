@@ -17,6 +17,7 @@ from gpuprov.upgrade.progress import Reporter
 class Node:
     state: str = "idle"
     reason: str = ""
+    responding: bool = True
     jobs: dict[str, float] = field(default_factory=dict)  # job id -> when it ends (fake clock)
 
 
@@ -26,6 +27,8 @@ class FakeSlurm:
         self.now = 0.0
         self.log: list[str] = []
         self.stubborn: set[str] = set()  # jobs scancel does not end (a process stuck in D state)
+        # What a RESUME leaves a node as, for the nodes Slurm does not take back (slurmd dead: "idle*").
+        self.after_resume: dict[str, tuple[str, str, bool]] = {}
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
@@ -34,7 +37,10 @@ class FakeSlurm:
         return self.now
 
     def states(self, nodes: Sequence[str]) -> dict[str, service.NodeState]:
-        return {n: service.NodeState(self.nodes[n].state, self.nodes[n].reason) for n in nodes}
+        return {
+            n: service.NodeState(self.nodes[n].state, self.nodes[n].reason, self.nodes[n].responding)
+            for n in nodes
+        }
 
     def drain(self, node: str, reason: str) -> None:
         self.log.append(f"drain {node}")
@@ -55,7 +61,12 @@ class FakeSlurm:
 
     def resume(self, node: str) -> None:
         self.log.append(f"resume {node}")
-        self.nodes[node].state, self.nodes[node].reason = "idle", ""
+        state, reason, responding = self.after_resume.get(node, ("idle", "", True))
+        self.nodes[node].state, self.nodes[node].reason, self.nodes[node].responding = (
+            state,
+            reason,
+            responding,
+        )
 
 
 class Work:

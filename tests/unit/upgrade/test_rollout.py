@@ -149,6 +149,41 @@ def test_a_node_an_admin_drains_during_the_rollout_is_not_resumed(tmp_path: Path
     assert cluster.nodes["node2"].state == "drained" and "resume node2" not in cluster.log
 
 
+def test_a_node_an_admin_drains_after_the_rollout_began_is_never_drained_by_gpuprov(tmp_path: Path) -> None:
+    cluster = FakeSlurm(NODES)
+    work = Work(cluster)
+    done = new_rollout(tmp_path, BATCHES, cluster)  # the plan saw node1 in service
+    cluster.nodes["node1"].state, cluster.nodes["node1"].reason = "drained", "RMA ticket 12 (admin)"
+    assert rollout.run(done, steps(cluster, work), reporter()) == ExitCode.OK
+    assert cluster.nodes["node1"].reason == "RMA ticket 12 (admin)"
+    assert "drain node1" not in cluster.log and "resume node1" not in cluster.log
+    assert done.host("node1")["admin_drained"] and done.host("node1")["phase"] == state.DONE
+
+
+@pytest.mark.parametrize(
+    ("shown", "said"),
+    [
+        (("idle", "", False), "idle and not responding"),  # slurmd did not start: sinfo's "idle*"
+        (("drained", "gres/gpu count reported lower than configured (4 < 8)", True), "gres/gpu count"),
+    ],
+)
+def test_a_node_slurm_does_not_take_back_fails_drained_with_what_slurm_shows(
+    tmp_path: Path, shown: tuple[str, str, bool], said: str
+) -> None:
+    cluster = FakeSlurm(NODES)
+    cluster.after_resume["node2"] = shown
+    work = Work(cluster)
+    done = new_rollout(tmp_path, BATCHES, cluster)
+    assert rollout.run(done, steps(cluster, work, max_failures=3), reporter()) == ExitCode.FAILURE
+    assert work.applied == [["node2"]]  # the canary: nothing else touched
+    node2 = cluster.nodes["node2"]
+    assert node2.state == "drained" and node2.reason.startswith(
+        "gpuprov upgrade r1 failed: Slurm did not take"
+    )
+    assert said in done.host("node2")["error"] and done.host("node2")["phase"] == state.FAILED
+    assert cluster.now >= 120.0  # it was given return_timeout_s
+
+
 def test_the_events_name_each_step_and_the_time_left_comes_from_the_batches_done(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

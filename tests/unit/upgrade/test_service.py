@@ -141,3 +141,13 @@ def test_scancel_as_a_sudo_user_and_a_job_that_ended_meanwhile_is_no_failure(
     slurm.cancel(["41", "42"])
     slurm.cancel([])
     assert sent == ["sudo -n scancel 41 42"]
+
+
+def test_a_node_whose_slurmd_does_not_answer_is_not_serving() -> None:
+    # sinfo(1), NODE STATE CODES: "*  The node is presently not responding and will not be allocated any
+    # new work."; the line is the recorded idle one with the mark added.
+    states = service.parse_sinfo(
+        "node1|gpu*|node1|172.19.0.4|idle*|none\nnode2|gpu*|node2|172.19.0.5|idle|none\n"
+    )
+    assert states["node1"] == service.NodeState("idle", "", responding=False)
+    assert not states["node1"].serving and states["node2"].serving
