@@ -23,6 +23,7 @@ Gate = Callable[[list[str], list[str]], dict[str, str]]
 SshJobs = Callable[[list[str]], dict[str, list[str]]]  # hosts -> {gpuprov job id: its hosts among them}
 StopJob = Callable[[str], None]  # a gpuprov job id -> stopped on every host (launch's `gpuprov stop`)
 SLURM_JOB, GPUPROV_JOB = "Slurm job", "gpuprov job"
+DRAINING_NODE = "the node's last Slurm job (still draining)"
 
 
 @dataclass
@@ -148,12 +149,23 @@ def _busy(rollout: Rollout, steps: Steps, waiting: list[str]) -> dict[str, list[
     """What still runs on each of these hosts: "Slurm job ID" and "gpuprov job ID" entries."""
     busy: dict[str, list[str]] = {}
     for host in waiting:
-        for job in steps.service.jobs(rollout.host(host)["node"]):
+        node = rollout.host(host)["node"]
+        for job in steps.service.jobs(node):
             busy.setdefault(host, []).append(f"{SLURM_JOB} {job}")
+        # squeue lists running, completing, suspended and configuring jobs; a stopped, signaling or
+        # stage-out job, or an epilog still running, keeps the node "draining" until it is "drained"
+        # (sinfo(1): DRAINING "will be changed to state DRAINED when the last job on it completes").
+        if host not in busy and _draining(steps, node):
+            busy[host] = [DRAINING_NODE]
     for job, on in steps.ssh_jobs(waiting).items():
         for host in on:
             busy.setdefault(host, []).append(f"{GPUPROV_JOB} {job}")
     return busy
+
+
+def _draining(steps: Steps, node: str) -> bool:
+    now = steps.service.states([node]).get(node)
+    return now is not None and now.state == "draining"
 
 
 def _wait_for_jobs(

@@ -29,6 +29,9 @@ class FakeSlurm:
         self.stubborn: set[str] = set()  # jobs scancel does not end (a process stuck in D state)
         # What a RESUME leaves a node as, for the nodes Slurm does not take back (slurmd dead: "idle*").
         self.after_resume: dict[str, tuple[str, str, bool]] = {}
+        # Nodes that stay "draining" after their drain until this time, with nothing in squeue's states
+        # (a stopped or stage-out job, an epilog still running).
+        self.draining_until: dict[str, float] = {}
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
@@ -37,10 +40,16 @@ class FakeSlurm:
         return self.now
 
     def states(self, nodes: Sequence[str]) -> dict[str, service.NodeState]:
-        return {
-            n: service.NodeState(self.nodes[n].state, self.nodes[n].reason, self.nodes[n].responding)
-            for n in nodes
-        }
+        return {n: self._state(n) for n in nodes}
+
+    def _state(self, name: str) -> service.NodeState:
+        node = self.nodes[name]
+        shown = (
+            "draining"
+            if node.state == "drained" and self.now < self.draining_until.get(name, 0)
+            else node.state
+        )
+        return service.NodeState(shown, node.reason, node.responding)
 
     def drain(self, node: str, reason: str) -> None:
         self.log.append(f"drain {node}")

@@ -160,6 +160,15 @@ def test_a_node_an_admin_drains_after_the_rollout_began_is_never_drained_by_gpup
     assert done.host("node1")["admin_drained"] and done.host("node1")["phase"] == state.DONE
 
 
+def test_a_node_still_draining_without_a_listed_job_is_waited_for(tmp_path: Path) -> None:
+    cluster = FakeSlurm(NODES)
+    cluster.draining_until["node2"] = 45.0  # e.g. a job in stage-out: squeue's states do not list it
+    work = Work(cluster)
+    done = new_rollout(tmp_path, [["node2"]], cluster)
+    assert rollout.run(done, steps(cluster, work), reporter()) == ExitCode.OK
+    assert cluster.now >= 45.0 and work.applied == [["node2"]]
+
+
 @pytest.mark.parametrize(
     ("shown", "said"),
     [
