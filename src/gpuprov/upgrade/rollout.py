@@ -139,6 +139,11 @@ def _take_out(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> 
     if not entry.get("admin_drained") and now is not None and now.out_of_service and not now.ours:
         rollout.set(host, admin_drained=True, admin_reason=now.reason or now.state)
     if entry.get("admin_drained"):
+        if now is not None and now.state.startswith("down"):
+            # The slurm role's ReturnToService=2 gives a down node jobs as soon as its slurmd registers, in
+            # the middle of its upgrade: drained too, and still never resumed by gpuprov.
+            rollout.set(host, down_drained=True)
+            steps.service.drain(entry["node"], f"{_reason(rollout)}; down before ({entry['admin_reason']})")
         reporter.note(host, f"already out of service by an administrator ({entry['admin_reason']}): kept so")
         return
     rollout.set(host, drained_by_us=True)  # first: a crash between the two must not forget our drain
@@ -230,7 +235,7 @@ def _reason(rollout: Rollout) -> str:
 def _fail(rollout: Rollout, steps: Steps, reporter: Reporter, host: str, why: str) -> None:
     entry = rollout.host(host)
     rollout.set(host, phase=state.FAILED, error=why)
-    if entry.get("drained_by_us"):
+    if entry.get("drained_by_us") or entry.get("down_drained"):
         steps.service.drain(entry["node"], f"{REASON_PREFIX} {rollout.data['id']} failed: {why}")
     reporter.failed(host, why)
 

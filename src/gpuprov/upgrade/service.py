@@ -50,7 +50,9 @@ class NodeState:
 
     @property
     def out_of_service(self) -> bool:
-        return self.state.startswith(("drain", "down", "fail")) or self.state in ("maint", "reserved")
+        # A node in a reservation ("maint", "reserved") serves the reservation's jobs: drained and resumed
+        # like any other.
+        return self.state.startswith(("drain", "down", "fail"))
 
     @property
     def ours(self) -> bool:

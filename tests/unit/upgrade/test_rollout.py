@@ -160,6 +160,26 @@ def test_a_node_an_admin_drains_after_the_rollout_began_is_never_drained_by_gpup
     assert done.host("node1")["admin_drained"] and done.host("node1")["phase"] == state.DONE
 
 
+def test_a_down_node_is_drained_for_its_upgrade_and_never_resumed_by_gpuprov(tmp_path: Path) -> None:
+    cluster = FakeSlurm(NODES)
+    cluster.nodes["node3"].state, cluster.nodes["node3"].reason = "down", "Not responding"
+    work = Work(cluster)
+    done = new_rollout(tmp_path, BATCHES, cluster)
+    assert rollout.run(done, steps(cluster, work), reporter()) == ExitCode.OK
+    node3 = cluster.nodes["node3"]
+    assert "drain node3" in cluster.log and "resume node3" not in cluster.log
+    assert node3.state == "drained" and node3.reason.endswith("; down before (Not responding)")
+    assert done.host("node3")["phase"] == state.DONE
+
+
+def test_a_node_in_a_reservation_is_drained_and_resumed_like_any(tmp_path: Path) -> None:
+    cluster = FakeSlurm(NODES)
+    cluster.nodes["node3"].state = "reserved"
+    done = new_rollout(tmp_path, BATCHES, cluster)
+    assert rollout.run(done, steps(cluster, Work(cluster)), reporter()) == ExitCode.OK
+    assert "drain node3" in cluster.log and "resume node3" in cluster.log
+
+
 def test_a_node_still_draining_without_a_listed_job_is_waited_for(tmp_path: Path) -> None:
     cluster = FakeSlurm(NODES)
     cluster.draining_until["node2"] = 45.0  # e.g. a job in stage-out: squeue's states do not list it
