@@ -95,7 +95,10 @@ def _batch(rollout: Rollout, steps: Steps, reporter: Reporter, todo: list[str]) 
         applied = [h for h in ready if h not in failed]
         if applied:
             _phase(rollout, reporter, applied, state.GATING)
-            found = steps.gate(applied, _gate_peer(rollout, steps, reporter, applied))
+            try:
+                found = steps.gate(applied, _gate_peer(rollout, steps, reporter, applied))
+            finally:
+                _release_peer(rollout, steps, applied)
             failed |= {h: f"gate: {why}" for h, why in found.items() if h in applied}
     for host in todo:
         refused = "" if host in failed else _return(rollout, steps, reporter, host)
@@ -110,15 +113,42 @@ def _gate_peer(rollout: Rollout, steps: Steps, reporter: Reporter, applied: list
     """[the peer] for a one-host batch's full gate, recorded in the state; [] otherwise."""
     if not steps.gate_peer or len(applied) != 1:
         return []
+    _release_peer(rollout, steps, applied)  # one a stopped rollout left drained
     chosen = peers.choose(rollout, applied, steps.service, steps.ssh_jobs)
     host = applied[0]
-    if chosen is None:
+    if chosen is None or not _hold_peer(rollout, steps, host, chosen[0]):
         rollout.set(host, gate_peer=None)
         reporter.note(host, "gate: no healthy idle peer, so its all-reduce stays inside this host")
         return []
     rollout.set(host, gate_peer=chosen[0])
     reporter.note(host, f"gate: the all-reduce crosses the network with {chosen[0]} ({chosen[1]}, idle)")
     return [chosen[0]]
+
+
+def _hold_peer(rollout: Rollout, steps: Steps, host: str, peer: str) -> bool:
+    """Drain the peer for the gate's minute, so that no job Slurm starts there shares its GPUs with the
+    test (and fails the batch's host for a reason of the peer's); False when a job got there first."""
+    unchanged = rollout.data.get("unchanged") or {}
+    node = unchanged[peer] if peer in unchanged else rollout.host(peer)["node"]
+    rollout.set(host, gate_peer_node=node)  # first: a crash between the two must not forget this drain
+    steps.service.drain(node, f"{REASON_PREFIX} {rollout.data['id']}: the gate's peer for {host}")
+    now = steps.service.states([node]).get(node)
+    if now is None or now.state == "drained":
+        return True
+    _release_peer(rollout, steps, [host])
+    return False
+
+
+def _release_peer(rollout: Rollout, steps: Steps, batch: list[str]) -> None:
+    """Resume the peer this batch's gate drained, while the reason is still gpuprov's."""
+    for host in batch:
+        node = rollout.host(host).get("gate_peer_node")
+        if not node:
+            continue
+        now = steps.service.states([node]).get(node)
+        if now is not None and now.ours:
+            steps.service.resume(node)
+        rollout.set(host, gate_peer_node=None)
 
 
 def _phase(rollout: Rollout, reporter: Reporter, names: list[str], phase: str) -> None:

@@ -45,7 +45,8 @@ class Rollout:
     """rollout.json: {"id", "inventory", "lock", "plan": [[host, ...], ...], "controller", "status",
     "hosts": {host: {"phase", "batch", "node", "drained_by_us", "admin_drained", "admin_reason", "error",
     "started": {phase: epoch s}, "changes": {...}, "killed": [jobs --kill-jobs cancelled], "gate_peer",
-    "down_drained": a down node gpuprov drained for its upgrade, never resumed}},
+    "down_drained": a down node gpuprov drained for its upgrade, never resumed, "gate_peer_node": the peer
+    drained for this host's gate, until it is resumed}},
     "unchanged": {host already at the lock: its node (a gate peer)}}."""
 
     def __init__(self, directory: Path, data: dict[str, Any]) -> None:

@@ -32,6 +32,25 @@ def test_the_canary_takes_an_idle_host_not_yet_moved_then_upgraded_hosts_serve(t
     assert notes[1] == "gate: the all-reduce crosses the network with node2 (upgraded, gate passed, idle)"
 
 
+def test_the_peer_is_drained_for_the_gate_and_resumed_after(tmp_path: Path) -> None:
+    cluster = FakeSlurm(NODES)
+    seen: list[tuple[str, str]] = []
+    work = Work(cluster)
+    gate = work.gate
+
+    def gate_seeing_the_peer(names: list[str], peers: list[str]) -> dict[str, str]:
+        seen.extend((p, cluster.nodes[p].state) for p in peers)
+        return gate(names, peers)
+
+    work.gate = gate_seeing_the_peer  # type: ignore[method-assign]
+    done = new_rollout(tmp_path, BATCHES, cluster)
+    assert rollout.run(done, steps(cluster, work, gate_peer=True), Reporter(False, 3, "r1")) == ExitCode.OK
+    assert seen[0] == ("node3", "drained")  # no job could start there during the gate
+    assert cluster.log[:4] == ["drain node2", "drain node3", "resume node3", "resume node2"]
+    assert all(n.state == "idle" for n in cluster.nodes.values())
+    assert not any(e.get("gate_peer_node") for e in done.data["hosts"].values())
+
+
 def test_a_new_nccl_keeps_the_canary_alone_busy_and_drained_hosts_never_serve(tmp_path: Path) -> None:
     cluster = FakeSlurm(NODES)
     cluster.nodes["node2"].jobs = {"9": 50.0}  # the canary's job ends after 50 s; node2 then moves
