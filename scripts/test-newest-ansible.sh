@@ -11,24 +11,24 @@
 # its build steps and the requirements, so it is built once and reused until either changes. The wheels are
 # downloaded on the host (which has PyPI) and installed offline in the rootfs.
 #
-# --image-only: build the image if it is missing, and stop there. scripts/test.sh runs it in the background
-# while pytest runs, after its own scripts/setup.sh (so this mode does not run setup.sh: it would race
-# pytest's use of .venv).
+# --no-setup: the caller has just run scripts/setup.sh. scripts/test.sh runs the lane so, in the background
+# while its pytest runs: setup.sh here could rewrite .venv under pytest's feet, and the lane needs nothing of
+# the host's .venv but gpuprov's sandbox commands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-IMAGE_ONLY=false
-if [ "${1:-}" = "--image-only" ]; then
-  IMAGE_ONLY=true
-fi
+case "${1:-}" in
+  "") bash scripts/setup.sh ;;
+  --no-setup) ;;
+  *) echo "error: unknown argument '$1'; the only option is --no-setup (scripts/setup.sh already ran)" >&2; exit 2 ;;
+esac
 
 SUITE=trixie                     # Debian 13: python3 3.13
 NEWEST=("ansible-core>=2.21,<2.22" "ansible>=14,<15")
 IMAGE_REPOSITORY=gpuprov/controller
 LABEL=gpuprov.controller
 
-"$IMAGE_ONLY" || bash scripts/setup.sh
 PY=.venv/bin/python
 
 # gpuprov's own dependencies from pyproject.toml (its Ansible replaced by the newest), the test tools the
@@ -82,7 +82,6 @@ if docker image inspect "$IMAGE" >/dev/null 2>&1; then
 else
   build_image
 fi
-"$IMAGE_ONLY" && exit 0
 
 # A 1-node sandbox of its own, with its own state dir, removed at the end whatever happens.
 NAME="newest-ansible-$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')"
