@@ -32,7 +32,16 @@ timed() {
   PHASES+="$line"$'\n'
   return "$rc"
 }
-trap 'printf "== seconds per phase\n%s%6d s  in all\n" "$PHASES" "$SECONDS"' EXIT
+LANE=""  # the newest-Ansible lane's pid while it runs beside pytest
+on_exit() {
+  # Ctrl-C reaches pytest but not a background job (a script's `&` jobs ignore SIGINT): stop the lane too,
+  # its own EXIT trap then removes its sandbox and controller container.
+  [ -z "$LANE" ] || kill "$LANE" 2>/dev/null || true
+  printf "== seconds per phase\n%s%6d s  in all\n" "$PHASES" "$SECONDS"
+}
+trap on_exit EXIT
+trap 'exit 130' INT  # through on_exit, which bash skips when a signal ends it
+trap 'exit 143' TERM
 
 timed "setup (scripts/setup.sh)" bash scripts/setup.sh
 
@@ -76,13 +85,14 @@ fi
 # script then fails if either failed, and no lane outlives it.
 lane_log=$(mktemp /tmp/gpuprov-newest-ansible-XXXXXX.log)
 bash scripts/test-newest-ansible.sh --no-setup >"$lane_log" 2>&1 &
-lane=$!
+LANE=$!
 lane_rc=0
 pytest_rc=0
 timed "pytest" .venv/bin/pytest || pytest_rc=$?
 wait_for_lane() {
   local rc=0
-  wait "$lane" || rc=$?
+  wait "$LANE" || rc=$?
+  LANE=""
   cat "$lane_log"
   rm -f "$lane_log"
   return "$rc"
