@@ -10,16 +10,25 @@
 # reading needs). It is built with debootstrap + docker import (no registry here) and tagged with a hash of
 # its build steps and the requirements, so it is built once and reused until either changes. The wheels are
 # downloaded on the host (which has PyPI) and installed offline in the rootfs.
+#
+# --no-setup: the caller has just run scripts/setup.sh. scripts/test.sh runs the lane so, in the background
+# while its pytest runs: setup.sh here could rewrite .venv under pytest's feet, and the lane needs nothing of
+# the host's .venv but gpuprov's sandbox commands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+
+case "${1:-}" in
+  "") bash scripts/setup.sh ;;
+  --no-setup) ;;
+  *) echo "error: unknown argument '$1'; the only option is --no-setup (scripts/setup.sh already ran)" >&2; exit 2 ;;
+esac
 
 SUITE=trixie                     # Debian 13: python3 3.13
 NEWEST=("ansible-core>=2.21,<2.22" "ansible>=14,<15")
 IMAGE_REPOSITORY=gpuprov/controller
 LABEL=gpuprov.controller
 
-bash scripts/setup.sh
 PY=.venv/bin/python
 
 # gpuprov's own dependencies from pyproject.toml (its Ansible replaced by the newest), the test tools the
@@ -68,7 +77,11 @@ build_image() {
 # The image's tag: a hash of what it is built from (the build steps above, the suite, the requirements).
 HASH=$({ declare -f build_image; printf '%s\n' "$SUITE" "${REQUIREMENTS[@]}"; } | sha256sum | cut -c1-12)
 IMAGE="$IMAGE_REPOSITORY:$SUITE-$HASH"
-docker image inspect "$IMAGE" >/dev/null 2>&1 || build_image
+if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  echo "== the controller image $IMAGE is there"
+else
+  build_image
+fi
 
 # A 1-node sandbox of its own, with its own state dir, removed at the end whatever happens.
 NAME="newest-ansible-$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')"

@@ -27,3 +27,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         folder = item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else None
         if folder in FOLDER_MARKERS:
             item.add_marker(FOLDER_MARKERS[folder])
+
+
+# Where a run's time goes, by file: pytest's --durations (pyproject.toml) lists the slowest tests, this sums
+# every phase of every test (setup, call, teardown) per file, so a CI log shows which files to cut. A
+# session-scoped fixture's setup (a sandbox, an image) counts in the file of the first test that uses it.
+FILE_SECONDS: dict[str, float] = {}
+FILES_SHOWN = 30
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    file = report.nodeid.split("::", 1)[0]
+    FILE_SECONDS[file] = FILE_SECONDS.get(file, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not FILE_SECONDS:
+        return
+    total = sum(FILE_SECONDS.values())
+    slowest = sorted(FILE_SECONDS.items(), key=lambda item: item[1], reverse=True)[:FILES_SHOWN]
+    terminalreporter.section(f"seconds per file (the {len(slowest)} slowest of {len(FILE_SECONDS)})")
+    for file, seconds in slowest:
+        terminalreporter.write_line(f"{seconds:8.1f} s {100 * seconds / total:5.1f} %  {file}")
+    terminalreporter.write_line(f"{total:8.1f} s in all tests' setup, call and teardown")
