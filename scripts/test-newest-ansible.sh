@@ -11,17 +11,21 @@
 # its build steps and the requirements, so it is built once and reused until either changes. The wheels are
 # downloaded on the host (which has PyPI) and installed offline in the rootfs.
 #
-# --no-setup: the caller has just run scripts/setup.sh. scripts/test.sh runs the lane so, in the background
-# while its pytest runs: setup.sh here could rewrite .venv under pytest's feet, and the lane needs nothing of
-# the host's .venv but gpuprov's sandbox commands.
+# --no-setup: the caller has just run scripts/setup.sh. --image-only: only make sure the controller image is
+# there (with --no-setup's meaning too). scripts/test.sh builds the image so in the background while its
+# pytest runs (the build is mostly downloads; setup.sh there could rewrite .venv under pytest's feet), then
+# runs the lane with --no-setup after pytest: its tests and bootstrap beside the integration tests would
+# slow those past their timeouts on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
+IMAGE_ONLY=false
 case "${1:-}" in
   "") bash scripts/setup.sh ;;
   --no-setup) ;;
-  *) echo "error: unknown argument '$1'; the only option is --no-setup (scripts/setup.sh already ran)" >&2; exit 2 ;;
+  --image-only) IMAGE_ONLY=true ;;
+  *) echo "error: unknown argument '$1'; the options are --no-setup (scripts/setup.sh already ran) and --image-only" >&2; exit 2 ;;
 esac
 
 SUITE=trixie                     # Debian 13: python3 3.13
@@ -81,6 +85,9 @@ if docker image inspect "$IMAGE" >/dev/null 2>&1; then
   echo "== the controller image $IMAGE is there"
 else
   build_image
+fi
+if "$IMAGE_ONLY"; then
+  exit 0
 fi
 
 # A 1-node sandbox of its own, with its own state dir, removed at the end whatever happens.
