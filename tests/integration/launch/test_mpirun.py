@@ -1,6 +1,6 @@
 """`gpuprov launch --launcher mpirun` end to end on node1 and node2 of the launch sandbox, after the mpi role
 (Open MPI from Debian's archive through the sandbox mirror, the run user's node-to-node SSH) was applied to
-them by `gpuprov bootstrap -e mpi_enabled=true`: real Open MPI, real SSH between the nodes, real process
+them by `gpuprov bootstrap -e mpi_enabled=true --tags mpi`: real Open MPI, real SSH between the nodes, real process
 trees checked on the nodes (no orted and no rank left after any ending).
 """
 
@@ -29,8 +29,9 @@ def mpi_sandbox(launch_sandbox: Sandbox) -> Iterator[Sandbox]:
     """The launch sandbox's node1 and node2 with the mpi role applied (once per module)."""
     if not (REPO / "roles" / "mpi").is_dir():
         pytest.skip("the mpi role (roles/mpi) is not in this checkout; it installs Open MPI on the nodes")
+    # The nodes are bootstrapped already (launch_sandbox): only the mpi role (its site.yml tag) is new.
     proc = gp(launch_sandbox, "bootstrap", str(launch_sandbox.inventory), "--limit", "node1,node2",
-              "-e", MPI_SWITCH, timeout=1800)  # fmt: skip
+              "-e", MPI_SWITCH, "--tags", "mpi", timeout=1800)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     yield launch_sandbox
 
