@@ -51,9 +51,11 @@ if [ "${1:-}" = "--fast" ]; then
   shift
 fi
 
+# Chained with &&: `timed` runs a phase under `||`, where bash ignores set -e inside the function, so a
+# failed first command would otherwise be hidden by the second's exit status.
 python_lint() {
-  .venv/bin/ruff check src tests benchmarks examples playbooks/filter_plugins
-  .venv/bin/ruff format --check src tests benchmarks examples playbooks/filter_plugins
+  .venv/bin/ruff check src tests benchmarks examples playbooks/filter_plugins \
+    && .venv/bin/ruff format --check src tests benchmarks examples playbooks/filter_plugins
 }
 timed "ruff" python_lint
 timed "mypy (strict, see pyproject.toml)" .venv/bin/mypy

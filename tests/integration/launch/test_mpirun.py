@@ -1,7 +1,7 @@
 """`gpuprov launch --launcher mpirun` end to end on node1 and node2 of the launch sandbox, after the mpi role
 (Open MPI from Debian's archive through the sandbox mirror, the run user's node-to-node SSH) was applied to
-them by `gpuprov bootstrap -e mpi_enabled=true --tags mpi`: real Open MPI, real SSH between the nodes, real process
-trees checked on the nodes (no orted and no rank left after any ending).
+them by `gpuprov bootstrap -e mpi_enabled=true --tags mpi`: real Open MPI, real SSH between the nodes, real
+process trees checked on the nodes (no orted and no rank left after any ending).
 """
 
 from __future__ import annotations
