@@ -73,6 +73,13 @@ def batch_roles(per_host: Iterable[Iterable[str]]) -> list[str]:
     return [role for role in SITE_ROLES if role in union]
 
 
+def batch_tags(per_host: Iterable[Iterable[str]]) -> tuple[str, ...]:
+    """The site.yml tags a batch's run gets: batch_roles, or () (the whole playbook) when a host's change
+    names no role. The one rule for what a batch applies, for the plan shown and the run alike."""
+    listed = [list(roles) for roles in per_host]
+    return tuple(batch_roles(listed)) if all(listed) else ()
+
+
 def version_key(version: str) -> tuple[int, ...]:
     """The numbers of a version, for ordering ("550.127.08" -> (550, 127, 8)); text after '+' or '-' is not
     compared ("2.21.5+cuda12.4", "2.13.0+cpu")."""

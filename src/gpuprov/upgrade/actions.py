@@ -23,10 +23,9 @@ PLAYBOOK = "site.yml"
 def batch_roles(rollout: Rollout, names: list[str], all_roles: bool) -> tuple[str, ...]:
     """The site.yml tags a batch runs: the roles its lock change touches (with what they depend on, the
     preflight always), or () for the whole playbook (--all-roles, or a host whose plan names no role)."""
-    per_host = [rollout.host(name)["changes"].get("roles") or [] for name in names]
-    if all_roles or not all(per_host):
+    if all_roles:
         return ()
-    return tuple(lock_changes.batch_roles(per_host))
+    return lock_changes.batch_tags(rollout.host(name)["changes"].get("roles") or [] for name in names)
 
 
 def apply(

@@ -217,7 +217,7 @@ def _show_roles(opts: UpgradeOptions, plan: planning.Plan) -> None:
         console.info("--all-roles: each batch applies all of site.yml (Slurm's play left out)")
         return
     for number, batch in enumerate(plan.batches, start=1):
-        roles = lock_changes.batch_roles(plan.changes[name].roles for name in batch)
+        roles = lock_changes.batch_tags(plan.changes[name].roles for name in batch)
         label = "canary" if number == 1 and plan.canary else f"batch {number}"
         console.info(f"{label} applies: preflight, {', '.join(roles) or 'all of site.yml'}")
 

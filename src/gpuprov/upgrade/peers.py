@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuprov.upgrade import state
-from gpuprov.upgrade.service import Service
+from gpuprov.upgrade.service import Service, state_of
 from gpuprov.upgrade.state import Rollout
 
 # Parts whose versions must agree across the all-reduce's ranks.
@@ -47,11 +47,13 @@ def candidates(rollout: Rollout, batch: list[str]) -> list[tuple[str, str, str]]
 SshJobs = Callable[[list[str]], dict[str, list[str]]]
 
 
-def choose(rollout: Rollout, batch: list[str], service: Service, ssh_jobs: SshJobs) -> tuple[str, str] | None:
-    """The first candidate idle now: (host, why); None when there is none."""
+def choose(
+    rollout: Rollout, batch: list[str], service: Service, ssh_jobs: SshJobs
+) -> tuple[str, str, str] | None:
+    """The first candidate idle now: (host, node, why); None when there is none."""
     for host, node, why in candidates(rollout, batch):
-        now = service.states([node]).get(node)
+        now = state_of(service, node)
         if now is None or now.state != IDLE or service.jobs(node) or ssh_jobs([host]):
             continue
-        return host, why
+        return host, node, why
     return None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from gpuprov.errors import ExitCode, GpuprovError
 from gpuprov.upgrade import estimate, peers, state
 from gpuprov.upgrade.progress import Reporter
-from gpuprov.upgrade.service import REASON_PREFIX, Service
+from gpuprov.upgrade.service import REASON_PREFIX, Service, state_of
 from gpuprov.upgrade.state import Rollout
 
 Apply = Callable[[list[str]], dict[str, str]]  # hosts -> {host: why it failed} (absent: applied)
@@ -116,23 +116,22 @@ def _gate_peer(rollout: Rollout, steps: Steps, reporter: Reporter, applied: list
     _release_peer(rollout, steps, applied)  # one a stopped rollout left drained
     chosen = peers.choose(rollout, applied, steps.service, steps.ssh_jobs)
     host = applied[0]
-    if chosen is None or not _hold_peer(rollout, steps, host, chosen[0]):
+    if chosen is None or not _hold_peer(rollout, steps, host, chosen[1]):
         rollout.set(host, gate_peer=None)
         reporter.note(host, "gate: no healthy idle peer, so its all-reduce stays inside this host")
         return []
-    rollout.set(host, gate_peer=chosen[0])
-    reporter.note(host, f"gate: the all-reduce crosses the network with {chosen[0]} ({chosen[1]}, idle)")
-    return [chosen[0]]
+    peer, _node, why = chosen
+    rollout.set(host, gate_peer=peer)
+    reporter.note(host, f"gate: the all-reduce crosses the network with {peer} ({why}, idle)")
+    return [peer]
 
 
-def _hold_peer(rollout: Rollout, steps: Steps, host: str, peer: str) -> bool:
-    """Drain the peer for the gate's minute, so that no job Slurm starts there shares its GPUs with the
-    test (and fails the batch's host for a reason of the peer's); False when a job got there first."""
-    unchanged = rollout.data.get("unchanged") or {}
-    node = unchanged[peer] if peer in unchanged else rollout.host(peer)["node"]
+def _hold_peer(rollout: Rollout, steps: Steps, host: str, node: str) -> bool:
+    """Drain the peer's node for the gate's minute, so that no job Slurm starts there shares its GPUs with
+    the test (and fails the batch's host for a reason of the peer's); False when a job got there first."""
     rollout.set(host, gate_peer_node=node)  # first: a crash between the two must not forget this drain
     steps.service.drain(node, f"{REASON_PREFIX} {rollout.data['id']}: the gate's peer for {host}")
-    now = steps.service.states([node]).get(node)
+    now = state_of(steps.service, node)
     if now is None or now.state == "drained":
         return True
     _release_peer(rollout, steps, [host])
@@ -145,7 +144,7 @@ def _release_peer(rollout: Rollout, steps: Steps, batch: list[str]) -> None:
         node = rollout.host(host).get("gate_peer_node")
         if not node:
             continue
-        now = steps.service.states([node]).get(node)
+        now = state_of(steps.service, node)
         if now is not None and now.ours:
             steps.service.resume(node)
         rollout.set(host, gate_peer_node=None)
@@ -165,7 +164,7 @@ def _take_out(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> 
     _phase(rollout, reporter, [host], state.DRAINING)
     # Read again now: an administrator may have drained it since the rollout began (hours ago, perhaps), and
     # gpuprov's drain would replace their reason, so the node would later be resumed as gpuprov's.
-    now = steps.service.states([entry["node"]]).get(entry["node"])
+    now = state_of(steps.service, entry["node"])
     if not entry.get("admin_drained") and now is not None and now.out_of_service and not now.ours:
         rollout.set(host, admin_drained=True, admin_reason=now.reason or now.state)
     if entry.get("admin_drained"):
@@ -199,7 +198,7 @@ def _busy(rollout: Rollout, steps: Steps, waiting: list[str]) -> dict[str, list[
 
 
 def _draining(steps: Steps, node: str) -> bool:
-    now = steps.service.states([node]).get(node)
+    now = state_of(steps.service, node)
     return now is not None and now.state == "draining"
 
 
@@ -276,7 +275,7 @@ def _return(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> st
     entry = rollout.host(host)
     back = False
     if entry.get("drained_by_us"):
-        now = steps.service.states([entry["node"]]).get(entry["node"])
+        now = state_of(steps.service, entry["node"])
         back = now is None or now.ours
         if now is None or now.ours:
             steps.service.resume(entry["node"])
@@ -295,7 +294,7 @@ def _taken_back(steps: Steps, node: str) -> str:
     """ "" once Slurm shows the resumed node taking jobs; else, after return_timeout_s, what it shows."""
     deadline = steps.clock() + steps.return_timeout_s
     while True:
-        now = steps.service.states([node]).get(node)
+        now = state_of(steps.service, node)
         if now is None or now.serving:
             return ""
         if steps.clock() >= deadline:

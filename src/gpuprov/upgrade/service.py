@@ -153,6 +153,11 @@ class Slurm:
             self._client.close()
 
 
+def state_of(service: Service, node: str) -> NodeState | None:
+    """One node's state now (None: Slurm does not list it)."""
+    return service.states([node]).get(node)
+
+
 class NoScheduler:
     """Hosts without Slurm: nothing to drain; `states` says every host is in service."""
 
