@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gpuprov.errors import ExitCode, GpuprovError
 from gpuprov.upgrade import estimate, peers, state
@@ -22,8 +23,21 @@ Apply = Callable[[list[str]], dict[str, str]]  # hosts -> {host: why it failed} 
 Gate = Callable[[list[str], list[str]], dict[str, str]]
 SshJobs = Callable[[list[str]], dict[str, list[str]]]  # hosts -> {gpuprov job id: its hosts among them}
 StopJob = Callable[[str], None]  # a gpuprov job id -> stopped on every host (launch's `gpuprov stop`)
-SLURM_JOB, GPUPROV_JOB = "Slurm job", "gpuprov job"
-DRAINING_NODE = "the node's last Slurm job (still draining)"
+SLURM_JOB, GPUPROV_JOB, DRAINING = "Slurm job", "gpuprov job", "draining"
+
+
+class BusyJob(NamedTuple):
+    """What keeps a host busy: a Slurm job, a gpuprov job, or a node Slurm still shows draining."""
+
+    kind: str  # SLURM_JOB, GPUPROV_JOB or DRAINING
+    id: str = ""
+
+    def __str__(self) -> str:
+        return (
+            "the node's last Slurm job (still draining)"
+            if self.kind == DRAINING
+            else f"{self.kind} {self.id}"
+        )
 
 
 @dataclass
@@ -179,21 +193,21 @@ def _take_out(rollout: Rollout, steps: Steps, reporter: Reporter, host: str) -> 
     steps.service.drain(entry["node"], _reason(rollout))
 
 
-def _busy(rollout: Rollout, steps: Steps, waiting: list[str]) -> dict[str, list[str]]:
-    """What still runs on each of these hosts: "Slurm job ID" and "gpuprov job ID" entries."""
-    busy: dict[str, list[str]] = {}
+def _busy(rollout: Rollout, steps: Steps, waiting: list[str]) -> dict[str, list[BusyJob]]:
+    """What still runs on each of these hosts."""
+    busy: dict[str, list[BusyJob]] = {}
     for host in waiting:
         node = rollout.host(host)["node"]
         for job in steps.service.jobs(node):
-            busy.setdefault(host, []).append(f"{SLURM_JOB} {job}")
+            busy.setdefault(host, []).append(BusyJob(SLURM_JOB, job))
         # squeue lists running, completing, suspended and configuring jobs; a stopped, signaling or
         # stage-out job, or an epilog still running, keeps the node "draining" until it is "drained"
         # (sinfo(1): DRAINING "will be changed to state DRAINED when the last job on it completes").
         if host not in busy and _draining(steps, node):
-            busy[host] = [DRAINING_NODE]
+            busy[host] = [BusyJob(DRAINING)]
     for job, on in steps.ssh_jobs(waiting).items():
         for host in on:
-            busy.setdefault(host, []).append(f"{GPUPROV_JOB} {job}")
+            busy.setdefault(host, []).append(BusyJob(GPUPROV_JOB, job))
     return busy
 
 
@@ -221,35 +235,42 @@ def _wait_for_jobs(
                 failed[host] = _still_running(jobs, steps, killed)
             return [h for h in todo if h not in failed]
         else:
-            reporter.waiting(busy, deadline - steps.clock())
+            reporter.waiting(_named(busy), deadline - steps.clock())
         waiting = list(busy)
         steps.sleep(steps.poll_s)
 
 
-def _still_running(jobs: list[str], steps: Steps, killed: bool) -> str:
+def _named(busy: dict[str, list[BusyJob]]) -> dict[str, list[str]]:
+    return {host: [str(job) for job in jobs] for host, jobs in busy.items()}
+
+
+def _still_running(jobs: list[BusyJob], steps: Steps, killed: bool) -> str:
+    listed = ", ".join(str(job) for job in jobs)
     if killed:
         return (
-            f"{', '.join(jobs)} still running {steps.kill_grace_s:.0f} s after --kill-jobs cancelled them: "
+            f"{listed} still running {steps.kill_grace_s:.0f} s after --kill-jobs cancelled them: "
             "see why they do not end (squeue, `gpuprov jobs`), then run `gpuprov upgrade --resume`"
         )
     return (
-        f"{', '.join(jobs)} still running after --drain-timeout ({steps.drain_timeout_s:.0f} s; never "
+        f"{listed} still running after --drain-timeout ({steps.drain_timeout_s:.0f} s; never "
         "killed): when they end, run `gpuprov upgrade --resume` (or add --kill-jobs)"
     )
 
 
-def _kill(rollout: Rollout, steps: Steps, reporter: Reporter, busy: dict[str, list[str]]) -> None:
+def _kill(rollout: Rollout, steps: Steps, reporter: Reporter, busy: dict[str, list[BusyJob]]) -> None:
     """--kill-jobs: recorded in the state and in the drain reason first, then Slurm's scancel and gpuprov's
     stop (each job ends everywhere it runs, on hosts outside the batch too: a job is one unit)."""
-    for host, jobs in busy.items():
+    for host, names in _named(busy).items():
         entry = rollout.host(host)
-        rollout.set(host, killed=sorted(set(entry.get("killed") or []) | set(jobs)))
+        rollout.set(host, killed=sorted(set(entry.get("killed") or []) | set(names)))
         if entry.get("drained_by_us"):
-            steps.service.drain(entry["node"], f"{_reason(rollout)}; --kill-jobs cancelled {', '.join(jobs)}")
-        reporter.killing(host, jobs)
+            steps.service.drain(
+                entry["node"], f"{_reason(rollout)}; --kill-jobs cancelled {', '.join(names)}"
+            )
+        reporter.killing(host, names)
     listed = {job for jobs in busy.values() for job in jobs}
-    steps.service.cancel(sorted(j.removeprefix(f"{SLURM_JOB} ") for j in listed if j.startswith(SLURM_JOB)))
-    for job in sorted(j.removeprefix(f"{GPUPROV_JOB} ") for j in listed if j.startswith(GPUPROV_JOB)):
+    steps.service.cancel(sorted(job.id for job in listed if job.kind == SLURM_JOB))
+    for job in sorted(job.id for job in listed if job.kind == GPUPROV_JOB):
         try:
             if steps.stop_job is not None:
                 steps.stop_job(job)
