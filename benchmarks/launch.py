@@ -10,6 +10,11 @@ Launch latency: from the command's start until every rank has printed its first 
   - gpuprov: `gpuprov launch --nodes N script` (preflight, push, start, streamed output included);
   - baseline: the usual loop, one host after the other: `scp script host:` then `ssh host torchrun ... &`,
     measured in the same run on the same nodes.
+Fair order: at each node count, each tool first runs once untimed (gpuprov, then the loop), printed apart
+("first run") and left out of the ratio, with the number of nodes where gpuprov's preflight had no record of
+an earlier `import torch` (~/.gpuprov/torch-import-ok): there its first launch imports torch once more, as a
+user's first launch after a bootstrap does, and warms the nodes' page cache for the loop that follows. The
+timed repetitions then alternate which tool goes first.
 Per host: launch latency / nodes, and the controller's CPU seconds (user + system of the launching
 processes: gpuprov, or the loop's scp and ssh processes) / nodes. The load average is printed before and
 after (the sandbox nodes share this machine's cores with the controller).
@@ -187,6 +192,56 @@ def baseline_launch(
     return latency, procs
 
 
+Run = tuple[float, float, float]  # launch latency, controller CPU seconds, node CPU seconds
+
+
+def one_gpuprov(env: dict[str, str], n: int, script: Path, counters: list[Path]) -> Run:
+    """One `gpuprov launch` on the first n nodes: latency, controller CPU, node CPU until every first line."""
+    cpu = children_cpu_s()
+    nodes_cpu = NodeCpu(counters[:n])
+    latency, out, code = gpuprov_launch(env, n, script, [], nodes_cpu.stop)
+    assert code == 0, out
+    return latency, children_cpu_s() - cpu, nodes_cpu.seconds
+
+
+def one_loop(addresses: list[str], ssh: list[str], script: Path, counters: list[Path]) -> Run:
+    """One run of the scp + ssh loop on these nodes: as one_gpuprov."""
+    cpu = children_cpu_s()
+    nodes_cpu = NodeCpu(counters[: len(addresses)])
+    latency, procs = baseline_launch(
+        addresses, ssh, script, uuid.uuid4().hex[:8], BASELINE_CAP_S, nodes_cpu.stop
+    )
+    for proc in procs:
+        proc.wait(timeout=60)
+    return latency, children_cpu_s() - cpu, nodes_cpu.seconds
+
+
+def hosts_without_import_mark(containers: list[str]) -> int:
+    """Nodes where the sandbox's user has no record of an `import torch` by launch's preflight
+    (~/.gpuprov/torch-import-ok, onhost/probe.py): there, gpuprov's next launch imports torch once more."""
+    script = "ls ~gpuprov/.gpuprov/torch-import-ok/ 2>/dev/null | grep -q ."
+    return sum(
+        subprocess.run(["docker", "exec", c, "sh", "-c", script], capture_output=True).returncode != 0
+        for c in containers
+    )
+
+
+def print_first_runs(first_runs: list[tuple[int, int, Run, Run]]) -> None:
+    """Each node count's untimed first run of each tool (gpuprov, then the loop), left out of the ratio."""
+    heads = ("gpuprov", "ssh loop", "gpuprov node CPU", "loop node CPU", "torch imports")
+    print(f"\n{'first run (untimed)':<22}" + "".join(f"{h:>17}" for h in heads))
+    for n, importing, ours, theirs in first_runs:
+        values = (ours[0], theirs[0], ours[2], theirs[2])
+        print(f"{f'{n} nodes':<22}" + "".join(f"{v:>15.2f} s" for v in values) + f"{importing:>17}")
+    print(
+        "\n(before the timed repetitions, each node count runs each tool once, gpuprov first, and leaves that"
+        " run\n out of the ratio; the repetitions then alternate which tool goes first. torch imports: nodes"
+        " where\n gpuprov's preflight had no record of an earlier `import torch` by this user and env, so"
+        " that first\n launch imports torch once more on each (docs/launch.md, Preflight); a user's first"
+        " launch after a\n bootstrap pays it too)"
+    )
+
+
 def kill_marked(containers: list[str], marker: str) -> None:
     """Remove the baseline's processes: those whose environment has BENCH_ID=marker (nothing else)."""
     script = (
@@ -330,6 +385,11 @@ def print_targets(
         if ratio < target and best < target:
             why = f"the nodes' start-up fills the {cores} cores"
             verdict += f" (out of reach here: best ratio {best:.2f}x; {why})"
+        elif ratio < target:  # the nodes' CPU leaves room: the time is gpuprov's before the agents start
+            verdict += (
+                f" (not by node CPU: best ratio {best:.2f}x; benchmarks/launch_phases.py shows the time"
+                " before the agents start)"
+            )
         print(f"target: launch on {n} nodes at least {target:.1f}x the ssh loop: {ratio:.2f}x, {verdict}")
     for label, (ours, _) in medians.items():
         if label.startswith("teardown"):
@@ -437,33 +497,35 @@ def main() -> int:
         rows = []
         per_host = []
         node_cpu = []  # (nodes, gpuprov's node CPU, the loop's node CPU, the loop's latency)
+        first_runs: list[tuple[int, int, Run, Run]] = []  # (nodes, hosts importing torch, gpuprov, loop)
         load_before = os.getloadavg()
         for n in counts:
             ours, theirs, our_cpu, their_cpu, our_nodes, their_nodes = [], [], [], [], [], []
             mpirun_s: list[float] = []
-            for _ in range(args.repeat):
+            importing = hosts_without_import_mark(containers[:n])
+            warm_ours = one_gpuprov(env, n, first_line, counters)
+            warm_theirs = one_loop(addresses[:n], ssh, first_line, counters)
+            first_runs.append((n, importing, warm_ours, warm_theirs))
+            print(f"first run, {n} nodes (untimed): gpuprov {warm_ours}, loop {warm_theirs}", flush=True)
+            for rep in range(args.repeat):
                 if args.mpirun:  # the same job, mpirun on the first host starting every rank
                     latency, out, code = gpuprov_launch(env, n, first_line, ["--launcher", "mpirun"])
                     assert code == 0, out
                     mpirun_s.append(latency)
-                cpu = children_cpu_s()
-                nodes_cpu = NodeCpu(counters[:n])
-                latency, out, code = gpuprov_launch(env, n, first_line, [], nodes_cpu.stop)
-                our_cpu.append(children_cpu_s() - cpu)
-                our_nodes.append(nodes_cpu.seconds)
-                assert code == 0, out
+                # Alternate which goes first, so that neither always runs on the nodes the other just warmed.
+                if rep % 2:
+                    their_run = one_loop(addresses[:n], ssh, first_line, counters)
+                    our_run = one_gpuprov(env, n, first_line, counters)
+                else:
+                    our_run = one_gpuprov(env, n, first_line, counters)
+                    their_run = one_loop(addresses[:n], ssh, first_line, counters)
+                (latency, cpu_s, node_s), (their_latency, their_cpu_s, their_node_s) = our_run, their_run
                 ours.append(latency)
-                marker = uuid.uuid4().hex[:8]
-                cpu = children_cpu_s()
-                nodes_cpu = NodeCpu(counters[:n])
-                latency, procs = baseline_launch(
-                    addresses[:n], ssh, first_line, marker, BASELINE_CAP_S, nodes_cpu.stop
-                )
-                their_nodes.append(nodes_cpu.seconds)
-                for proc in procs:
-                    proc.wait(timeout=60)
-                their_cpu.append(children_cpu_s() - cpu)
-                theirs.append(latency)
+                our_cpu.append(cpu_s)
+                our_nodes.append(node_s)
+                theirs.append(their_latency)
+                their_cpu.append(their_cpu_s)
+                their_nodes.append(their_node_s)
             mpirun_median = statistics.median(mpirun_s) if mpirun_s else float("nan")
             rows.append(
                 (f"launch, {n} nodes", statistics.median(ours), statistics.median(theirs), mpirun_median)
@@ -561,6 +623,7 @@ def main() -> int:
             " floor: the most a launch\n that costs the nodes what gpuprov's does could reach against the"
             " loop here)"
         )
+        print_first_runs(first_runs)
         print_targets(rows, node_cpu, cores)
         print(f"load average (1, 5, 15 min) before: {load_before}, after: {os.getloadavg()}")
     finally:
