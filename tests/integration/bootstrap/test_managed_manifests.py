@@ -255,6 +255,8 @@ def test_the_manifests_cover_what_the_roles_set(bootstrapped: tuple[Sandbox, Pat
                 where = (
                     "any manifest" if claim.kind == "held" else f"the manifests of {sorted(depends_on(role))}"
                 )
+                if claim.kind != "held" and role not in manifests:
+                    where += f" ({role} wrote none)"
                 problems.add(
                     f"{node}: {role}: task {claim.task!r} sets {claim.kind} {claim.value}, not in {where}"
                 )
