@@ -1,6 +1,6 @@
 """How long the demo (scripts/demo.sh) takes from a fresh clone, in total and per phase.
 
-    python benchmarks/demo.py [--ref REF] [--repo DIR] [--name NAME] [--keep]
+    python benchmarks/demo.py [--ref REF] [--repo DIR] [--name NAME] [--keep] [--packages-cold] [--warm]
 
 It clones REF (default HEAD) of DIR (default this checkout) into a new temporary directory and runs
 scripts/demo.sh there as a user would, with what gpuprov and pip cache pointed at empty directories:
@@ -20,6 +20,16 @@ cache, and this machine's local PyPI index and Debian mirror (CI's machines have
 Each output line is stamped with the seconds since the start; the phases are read from the lines the demo
 and gpuprov print (`demo: <phase> took N s` and the timings table at the end), and the total is the wall
 time of the whole script. The sandbox and the clone's images are removed at the end unless --keep.
+
+The machine is shared, so wall time alone says little: at each phase's end the benchmark also reads CPU
+counters (benchmarks/demo_cpu.py) and prints, per phase, the CPU seconds of the demo's own processes, of the
+sandbox's containers and of the Docker daemons, what the rest of the machine used meanwhile ("others"), the
+load average, and the floor (the demo's own CPU seconds over the core count: the least the phase could take
+on an idle machine of this kind).
+
+--warm leaves gpuprov's cache directory, pip's cache and the node image names as they are (only the state
+directory is new): a fresh clone on a machine that has run the demo before. Run beside a cold run, it shows
+what the machine-wide caches save, phase by phase.
 """
 
 from __future__ import annotations
