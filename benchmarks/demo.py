@@ -117,10 +117,9 @@ def run_stamped(
 
 
 def run_measured(
-    args: argparse.Namespace, clone_dir: Path, env: dict[str, str], work: Path
+    meter: DemoMeter, args: argparse.Namespace, clone_dir: Path, env: dict[str, str], work: Path
 ) -> tuple[int, float]:
     """The demo, with a CPU sample at its start and at each phase's end; prints the phase table after."""
-    meter = DemoMeter(args.name)
     phases: list[tuple[str, Sample, Sample]] = []
     last = [meter.sample()]
 
@@ -132,16 +131,15 @@ def run_measured(
             last[0] = now
 
     cmd = ["bash", "scripts/demo.sh", "--name", args.name]
-    code, wall = run_stamped(cmd, clone_dir, env, work / "demo.log", on_line, meter.join)
+    code, wall = run_stamped(cmd, clone_dir, env, work / "demo.log", on_line, meter.processes.join)
     cores = os.cpu_count() or 1
-    print(f"\nCPU seconds per phase ({cores} cores; demo: {meter.how}; sandbox: its containers' cgroups;")
+    print(f"\nCPU seconds per phase ({cores} cores; demo: {meter.processes.how}; sandbox: its containers';")
     print(
         "docker: dockerd + containerd; others: the machine's busy time less the demo's own; floor: own CPU /"
     )
     print(f"{cores} cores, the least wall time on an idle machine of {cores} cores)")
     for line in phase_table(phases, cores):
         print("  " + line)
-    meter.close()
     return code, wall
 
 
@@ -220,7 +218,8 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (1 min) at the start")
     caches = "this machine's caches warm" if args.warm else f"caches empty under {work}"
     print(f"clone of {args.repo} at {ref} in {clone_dir}; {caches}")
-    code, wall = run_measured(args, clone_dir, env, work)
+    meter = DemoMeter(args.name)
+    code, wall = run_measured(meter, args, clone_dir, env, work)
     print(f"\nload average {os.getloadavg()[0]:.1f} (1 min) at the end; log: {work / 'demo.log'}")
     measure_packages = args.packages_cold and code == 0 and not args.warm
     packages = packages_cold(clone_dir, work / "cache", work) if measure_packages else None
@@ -232,6 +231,7 @@ def main() -> int:
         )
         if not args.warm:
             remove_bench_images()
+    meter.processes.close()  # after the sandbox: its nodes gone, the ssh masters in the group exit
     print(f"\ndemo from a fresh clone: {wall:.1f} s (target {TARGET_S:.0f} s), exit {code}")
     if packages is not None:
         print(f"host packages, measured apart in a chroot (warm on this machine): {packages:.1f} s")

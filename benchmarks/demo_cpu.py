@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cgroup_cpu import cgroup_cpu_file, container_counter, cpu_seconds  # beside this script
+from bootstrap import ControllerMeter  # beside this script
+from cgroup_cpu import container_counter, cpu_seconds
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -76,44 +77,20 @@ class DemoMeter:
     """The four counters of the module docstring for one demo run in sandbox `sandbox`."""
 
     sandbox: str
-    group: Path | None = None
-    how: str = "rusage of the finished children (daemonised ssh masters not counted)"
+    # The demo's processes: a cgroup of their own, as benchmarks/bootstrap.py measures its commands.
+    processes: ControllerMeter = field(default_factory=lambda: ControllerMeter(f"bench-demo-{os.getpid()}"))
     containers: dict[str, float] = field(default_factory=dict)  # container id -> its last CPU reading
     daemons: list[str] = field(default_factory=docker_daemon_pids)
-
-    def __post_init__(self) -> None:
-        own = cgroup_cpu_file(os.getpid())
-        group = own.parent / f"bench-demo-{os.getpid()}"
-        try:
-            group.mkdir()
-            cpu_seconds(group / own.name)
-        except (OSError, SystemExit):
-            return
-        self.group, self.how = group, f"cgroup {group}"
-        self.counter = group / own.name
-
-    def join(self) -> None:
-        """preexec_fn of the demo: the child moves itself (and so all it starts) into the group."""
-        if self.group is not None:
-            (self.group / "cgroup.procs").write_text(str(os.getpid()))
 
     def sample(self) -> Sample:
         return Sample(
             at=time.monotonic(),
-            demo=self._demo_cpu(),
+            demo=self.processes.seconds(),
             sandbox=self._sandbox_cpu(),
             docker=sum(process_cpu(pid) for pid in self.daemons),
             machine=machine_busy(Path("/proc/stat").read_text()),
             load=os.getloadavg()[0],
         )
-
-    def _demo_cpu(self) -> float:
-        if self.group is not None:
-            return cpu_seconds(self.counter)
-        import resource
-
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return usage.ru_utime + usage.ru_stime
 
     def _sandbox_cpu(self) -> float:
         ids = subprocess.run(
@@ -124,17 +101,6 @@ class DemoMeter:
             with contextlib.suppress(subprocess.CalledProcessError, OSError, SystemExit):
                 self.containers[container] = cpu_seconds(container_counter(container))
         return sum(self.containers.values())
-
-    def close(self) -> None:
-        """Remove the group once the ssh masters in it are gone (ControlPersist keeps them a while)."""
-        if self.group is None:
-            return
-        for _ in range(130):
-            with contextlib.suppress(OSError):
-                self.group.rmdir()
-                return
-            time.sleep(1)
-        print(f"note: {self.group} still holds processes; remove it with rmdir once they exit")
 
 
 def phase_table(phases: list[tuple[str, Sample, Sample]], cores: int) -> list[str]:
