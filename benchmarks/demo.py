@@ -1,6 +1,6 @@
 """How long the demo (scripts/demo.sh) takes from a fresh clone, in total and per phase.
 
-    python benchmarks/demo.py [--ref REF] [--repo DIR] [--name NAME] [--keep]
+    python benchmarks/demo.py [--ref REF] [--repo DIR] [--name NAME] [--keep] [--packages-cold] [--warm]
 
 It clones REF (default HEAD) of DIR (default this checkout) into a new temporary directory and runs
 scripts/demo.sh there as a user would, with what gpuprov and pip cache pointed at empty directories:
@@ -20,6 +20,16 @@ cache, and this machine's local PyPI index and Debian mirror (CI's machines have
 Each output line is stamped with the seconds since the start; the phases are read from the lines the demo
 and gpuprov print (`demo: <phase> took N s` and the timings table at the end), and the total is the wall
 time of the whole script. The sandbox and the clone's images are removed at the end unless --keep.
+
+The machine is shared, so wall time alone says little: at each phase's end the benchmark also reads CPU
+counters (benchmarks/demo_cpu.py) and prints, per phase, the CPU seconds of the demo's own processes, of the
+sandbox's containers and of the Docker daemons, what the rest of the machine used meanwhile ("others"), the
+load average, and the floor (the demo's own CPU seconds over the core count: the least the phase could take
+on an idle machine of this kind).
+
+--warm leaves gpuprov's cache directory, pip's cache and the node image names as they are (only the state
+directory is new): a fresh clone on a machine that has run the demo before. Run beside a cold run, it shows
+what the machine-wide caches save, phase by phase.
 """
 
 from __future__ import annotations
@@ -32,7 +42,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from demo_cpu import DemoMeter, Sample, phase_table  # beside this script
 
 TARGET_S = 180.0
 BENCH_REPOSITORY = "gpuprov-bench-demo/node"
@@ -40,9 +53,11 @@ BENCH_REPOSITORY = "gpuprov-bench-demo/node"
 HOST_PACKAGES_LINE = re.compile(r"^(?:DEMO_PACKAGES|HOST_PACKAGES)=\(([^)$]*)\)$", re.MULTILINE)
 
 
-def clone(repo: Path, ref: str, into: Path) -> None:
+def clone(repo: Path, ref: str, into: Path, rename_images: bool) -> None:
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(repo), str(into)], check=True)
     subprocess.run(["git", "-C", str(into), "checkout", "-q", ref], check=True)
+    if not rename_images:
+        return
     images = into / "src/gpuprov/sandbox/images.py"
     text = images.read_text()
     renamed = re.sub(
@@ -53,13 +68,13 @@ def clone(repo: Path, ref: str, into: Path) -> None:
     images.write_text(renamed)
 
 
-def cold_env(work: Path) -> dict[str, str]:
+def demo_env(work: Path, warm: bool) -> dict[str, str]:
+    """The demo's environment: an empty state directory; with warm=False empty caches too."""
     env = dict(os.environ)
-    for var, sub in (
-        ("GPUPROV_CACHE_DIR", "cache"),
-        ("GPUPROV_STATE_DIR", "state"),
-        ("PIP_CACHE_DIR", "pip"),
-    ):
+    emptied = [("GPUPROV_STATE_DIR", "state")]
+    if not warm:
+        emptied += [("GPUPROV_CACHE_DIR", "cache"), ("PIP_CACHE_DIR", "pip")]
+    for var, sub in emptied:
         (work / sub).mkdir()
         env[var] = str(work / sub)
     env.pop("VIRTUAL_ENV", None)
@@ -67,20 +82,65 @@ def cold_env(work: Path) -> dict[str, str]:
     return env
 
 
-def run_stamped(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> tuple[int, float]:
-    """Run cmd, echo and log each output line with the seconds since the start; (exit code, wall s)."""
+PHASE_DONE = re.compile(r"^demo: (?P<phase>.+) took [0-9.]+ s$")
+
+
+def run_stamped(
+    cmd: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    log: Path,
+    on_line: Callable[[str], None],
+    join: Callable[[], None],
+) -> tuple[int, float]:
+    """Run cmd, echo and log each output line with the seconds since the start, hand each line to on_line
+    (join: the child's preexec_fn); (exit code, wall s)."""
     started = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=join,
         )
         assert proc.stdout is not None
         for line in proc.stdout:
+            on_line(line.rstrip())
             stamped = f"[{time.monotonic() - started:6.1f}] {line.rstrip()}"
             print(stamped, flush=True)
             out.write(stamped + "\n")
         code = proc.wait()
     return code, time.monotonic() - started
+
+
+def run_measured(
+    meter: DemoMeter, args: argparse.Namespace, clone_dir: Path, env: dict[str, str], work: Path
+) -> tuple[int, float]:
+    """The demo, with a CPU sample at its start and at each phase's end; prints the phase table after."""
+    phases: list[tuple[str, Sample, Sample]] = []
+    last = [meter.sample()]
+
+    def on_line(line: str) -> None:
+        done = PHASE_DONE.match(line)
+        if done:
+            now = meter.sample()
+            phases.append((done["phase"], last[0], now))
+            last[0] = now
+
+    cmd = ["bash", "scripts/demo.sh", "--name", args.name]
+    code, wall = run_stamped(cmd, clone_dir, env, work / "demo.log", on_line, meter.processes.join)
+    cores = os.cpu_count() or 1
+    print(f"\nCPU seconds per phase ({cores} cores; demo: {meter.processes.how}; sandbox: its containers';")
+    print(
+        "docker: dockerd + containerd; others: the machine's busy time less the demo's own; floor: own CPU /"
+    )
+    print(f"{cores} cores, the least wall time on an idle machine of {cores} cores)")
+    for line in phase_table(phases, cores):
+        print("  " + line)
+    return code, wall
 
 
 def packages_cold(clone_dir: Path, cache: Path, work: Path) -> float | None:
@@ -138,6 +198,11 @@ def main() -> int:
     parser.add_argument(
         "--packages-cold", action="store_true", help="also time the host packages in a chroot"
     )
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="keep this machine's caches (gpuprov's cache dir, pip's cache, the node images): a second run",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="gpuprov-bench-demo-"))
@@ -148,22 +213,25 @@ def main() -> int:
         text=True,
         check=True,
     ).stdout.strip()
-    clone(args.repo, args.ref, clone_dir)
-    env = cold_env(work)
+    clone(args.repo, args.ref, clone_dir, rename_images=not args.warm)
+    env = demo_env(work, args.warm)
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (1 min) at the start")
-    print(f"clone of {args.repo} at {ref} in {clone_dir}; caches empty under {work}")
-    code, wall = run_stamped(
-        ["bash", "scripts/demo.sh", "--name", args.name], clone_dir, env, work / "demo.log"
-    )
+    caches = "this machine's caches warm" if args.warm else f"caches empty under {work}"
+    print(f"clone of {args.repo} at {ref} in {clone_dir}; {caches}")
+    meter = DemoMeter(args.name)
+    code, wall = run_measured(meter, args, clone_dir, env, work)
     print(f"\nload average {os.getloadavg()[0]:.1f} (1 min) at the end; log: {work / 'demo.log'}")
-    packages = packages_cold(clone_dir, work / "cache", work) if args.packages_cold and code == 0 else None
+    measure_packages = args.packages_cold and code == 0 and not args.warm
+    packages = packages_cold(clone_dir, work / "cache", work) if measure_packages else None
     if not args.keep:
         subprocess.run(
             [str(clone_dir / ".venv/bin/gpuprov"), "-q", "sandbox", "down", "--name", args.name],
             env=env,
             check=False,
         )
-        remove_bench_images()
+        if not args.warm:
+            remove_bench_images()
+    meter.processes.close()  # after the sandbox: its nodes gone, the ssh masters in the group exit
     print(f"\ndemo from a fresh clone: {wall:.1f} s (target {TARGET_S:.0f} s), exit {code}")
     if packages is not None:
         print(f"host packages, measured apart in a chroot (warm on this machine): {packages:.1f} s")

@@ -86,7 +86,13 @@ if [ ! -x .venv/bin/gpuprov ] || { [ "$installed" != "$stamp test" ] && [ "$inst
     target=.
   fi
   python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -e "$target" 2>&1 | grep -v "is ignored" || true
+  # pip byte-compiles every module it installs, and the `ansible` package's collections are 15,000 of the
+  # 17,600 (240 MB of .pyc) though the controller imports few of them: the nodes get modules as source
+  # (AnsiballZ). So: install without compiling, then compile all but the collections, which a user who cannot
+  # write here would otherwise recompile in memory at every start. CPU-s measured in docs/demo.md.
+  .venv/bin/pip install -q --disable-pip-version-check --no-compile -e "$target" 2>&1 | grep -v "is ignored" || true
+  # A file that does not compile is left to import time, as pip leaves it.
+  .venv/bin/python -m compileall -q -x /ansible_collections/ .venv/lib/python3*/site-packages >/dev/null || true
   .venv/bin/gpuprov --version >/dev/null
   echo "$stamp $extras" >.venv/.installed
   echo "setup: the virtualenv took $(seconds_since "$started") s"
