@@ -36,7 +36,8 @@ def short_min_job_age(slurm_cluster: Sandbox) -> Iterator[tuple[int, str]]:
     for all three drifts, each with its own test (a run of the role costs about 20 s). The defaults come
     back after."""
     on(slurm_cluster, "node1", "chmod", "0644", "/etc/slurm/slurmdbd.conf")
-    on(slurm_cluster, "node2", "sh", "-c", "head -c 1024 /dev/urandom > /etc/munge/munge.key")
+    key = on(slurm_cluster, "node2", "sh", "-c", "head -c 1024 /dev/urandom > /etc/munge/munge.key")
+    assert key.returncode == 0, key.stderr
     drift = on(
         slurm_cluster, "node1", "mariadb", "-e", "ALTER USER 'slurm'@'localhost' IDENTIFIED BY 'drifted'"
     )
