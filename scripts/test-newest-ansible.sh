@@ -133,13 +133,13 @@ docker run --rm --name "gpuprov-$NAME-controller" --network "gpuprov-$NAME" \
       --ignore tests/local/roles/test_nvidia_smi_parsing.py >/tmp/tests.log 2>&1 &
     tests=$!
 
-    echo "== ansible-lint (production profile, see .ansible-lint)"
+    echo "== ansible-lint (production profile, see .ansible-lint), at $SECONDS s"
     ansible-lint -q roles playbooks
 
-    echo "== ansible-playbook --syntax-check (settings from ./ansible.cfg)"
+    echo "== ansible-playbook --syntax-check (settings from ./ansible.cfg), at $SECONDS s"
     ansible-playbook -i localhost, --syntax-check playbooks/site.yml
 
-    echo "== gpuprov bootstrap of a 1-node debian12 sandbox, then its no-op re-run"
+    echo "== gpuprov bootstrap of a 1-node debian12 sandbox, then its no-op re-run, at $SECONDS s"
     for run in first again; do
       if ! gpuprov bootstrap --json "$INVENTORY" >"/tmp/$run.json" 2>"/tmp/$run.err"; then
         cat "/tmp/$run.err" >&2; echo "error: the $run bootstrap failed" >&2; exit 1
@@ -156,11 +156,11 @@ EOF
     if grep -n "DEPRECATION WARNING" /tmp/*.err "$GPUPROV_STATE_DIR"/runs/*/stdout; then
       echo "error: deprecation warnings in the bootstrap output (above)" >&2; exit 1
     fi
-    echo "no deprecation warning in either bootstrap"
+    echo "no deprecation warning in either bootstrap, at $SECONDS s"
 
     tests_rc=0
     wait "$tests" || tests_rc=$?
-    echo "== unit tests and tests/local (ran beside the steps above)"
+    echo "== unit tests and tests/local (ran beside the steps above), done at $SECONDS s"
     cat /tmp/tests.log
     if [ "$tests_rc" -ne 0 ]; then
       echo "error: the unit tests and tests/local failed (exit $tests_rc, above)" >&2; exit "$tests_rc"
