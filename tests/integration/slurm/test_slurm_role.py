@@ -1,5 +1,4 @@
-"""The slurm role on real Debian 12 Slurm (two sandbox nodes), and its refusal of a mixed cluster. A
-drifted munge key is repaired in test_slurm_accounting.py's re-run, which repairs the database's drift too."""
+"""The slurm role on real Debian 12 Slurm (two sandbox nodes), and its refusal of a mixed cluster."""
 
 from __future__ import annotations
 
@@ -54,6 +53,14 @@ def test_second_run_changes_nothing_and_check_mode_is_clean(slurm_cluster: Sandb
     code, output = run_slurm_play(slurm_cluster, slurm_cluster.inventory, "--check")
     assert code == 0, output
     assert changed_counts(output) == {"node1": 0, "node2": 0}, output
+
+
+def test_rerun_repairs_a_drifted_munge_key(slurm_cluster: Sandbox) -> None:
+    on(slurm_cluster, "node2", "sh", "-c", "head -c 1024 /dev/urandom > /etc/munge/munge.key")
+    code, output = run_slurm_play(slurm_cluster, slurm_cluster.inventory)
+    assert code == 0, output  # verify ran a job and saw node2 idle again: munge agrees once more
+    assert "RUNNING HANDLER [slurm : Restart munge]" in output
+    assert len(munge_keys(slurm_cluster)) == 1
 
 
 def test_a_node_slurmctld_drained_itself_fails_verify(slurm_cluster: Sandbox) -> None:
