@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The newest-Ansible lane: gpuprov on the newest ansible-core it supports (2.21, with the `ansible` package 14),
 # which needs Python >= 3.12, so it runs in a Debian 13 (python3 3.13) controller container. In it: the unit
-# tests, ansible-lint, `ansible-playbook --syntax-check playbooks/site.yml`, and `gpuprov bootstrap` of a
-# 1-node debian12 sandbox, then its no-op re-run (changed=0). Any DEPRECATION WARNING in the bootstrap output
-# fails the lane. scripts/test.sh runs the whole suite on the host's ansible-core (2.19 on Debian 12) first.
+# tests (in the background, beside the steps after them), ansible-lint, `ansible-playbook --syntax-check
+# playbooks/site.yml`, and `gpuprov bootstrap` of a 1-node debian12 sandbox, then its no-op re-run
+# (changed=0). Any DEPRECATION WARNING in the bootstrap output fails the lane. scripts/test.sh runs the whole
+# suite on the host's ansible-core (2.19 on Debian 12) first.
 #
 # The controller image has what the local tests need on a controller besides Python: gpg and gpg-agent (the
 # nvidia_repository entry tests make keys) and iproute2 (setup's network facts, which network_tuning's peer
@@ -118,20 +119,27 @@ docker run --rm --name "gpuprov-$NAME-controller" --network "gpuprov-$NAME" \
     # torch wheels) have no Ansible in them, and the whole suite runs them. So does it the tests marked
     # integration: the reboot play runs against a chroot of the controller itself, Debian 13 here, which the
     # roles refuse; and those marked gpu, which need a real GPU.
-    echo "== unit tests and tests/local (but the sandbox tests and those marked integration or gpu)"
+    # They run in the background, beside the steps below, and their output is shown after them: pytest keeps
+    # one core busy, ansible-lint and the bootstrap mostly the other (the sandbox node and Ansible workers),
+    # so the lane ends about a minute and a half sooner on 2 cores than with one after the other
+    # (docs/developers/tests.md). Their own state dir: the bootstrap below writes its runs into $STATE.
+    # A failed step below ends the lane at once; the container (--rm) takes the tests with it.
+    echo "== unit tests and tests/local (but the sandbox tests and those marked integration or gpu)," \
+      "started in the background"
     # test_nvidia_smi_parsing includes nvidia_driver task files on localhost, and with them the platform
     # check, which refuses this Debian 13 controller.
-    pytest -q -p no:cacheprovider tests/unit tests/local -m "not integration and not gpu" \
-      --ignore tests/unit/sandbox --ignore tests/local/sandbox \
-      --ignore tests/local/roles/test_nvidia_smi_parsing.py
+    GPUPROV_STATE_DIR=/tmp/tests-state pytest -q -p no:cacheprovider tests/unit tests/local \
+      -m "not integration and not gpu" --ignore tests/unit/sandbox --ignore tests/local/sandbox \
+      --ignore tests/local/roles/test_nvidia_smi_parsing.py >/tmp/tests.log 2>&1 &
+    tests=$!
 
-    echo "== ansible-lint (production profile, see .ansible-lint)"
+    echo "== ansible-lint (production profile, see .ansible-lint), at $SECONDS s"
     ansible-lint -q roles playbooks
 
-    echo "== ansible-playbook --syntax-check (settings from ./ansible.cfg)"
+    echo "== ansible-playbook --syntax-check (settings from ./ansible.cfg), at $SECONDS s"
     ansible-playbook -i localhost, --syntax-check playbooks/site.yml
 
-    echo "== gpuprov bootstrap of a 1-node debian12 sandbox, then its no-op re-run"
+    echo "== gpuprov bootstrap of a 1-node debian12 sandbox, then its no-op re-run, at $SECONDS s"
     for run in first again; do
       if ! gpuprov bootstrap --json "$INVENTORY" >"/tmp/$run.json" 2>"/tmp/$run.err"; then
         cat "/tmp/$run.err" >&2; echo "error: the $run bootstrap failed" >&2; exit 1
@@ -148,6 +156,14 @@ EOF
     if grep -n "DEPRECATION WARNING" /tmp/*.err "$GPUPROV_STATE_DIR"/runs/*/stdout; then
       echo "error: deprecation warnings in the bootstrap output (above)" >&2; exit 1
     fi
-    echo "no deprecation warning in either bootstrap"
+    echo "no deprecation warning in either bootstrap, at $SECONDS s"
+
+    tests_rc=0
+    wait "$tests" || tests_rc=$?
+    echo "== unit tests and tests/local (ran beside the steps above), done at $SECONDS s"
+    cat /tmp/tests.log
+    if [ "$tests_rc" -ne 0 ]; then
+      echo "error: the unit tests and tests/local failed (exit $tests_rc, above)" >&2; exit "$tests_rc"
+    fi
   '
 echo "== newest-Ansible lane passed in $SECONDS s"

@@ -3,7 +3,7 @@ newest mirrors are kept."""
 
 from __future__ import annotations
 
-import dataclasses
+import os
 import shutil
 import time
 from pathlib import Path
@@ -12,7 +12,7 @@ import pytest
 
 from gpuprov.sandbox import mirror
 from gpuprov.sandbox.mirror import MirrorContent
-from gpuprov.sandbox.standins import CATALOGUE, ContainerToolkitRelease
+from gpuprov.sandbox.standins import CATALOGUE
 from tests.local.sandbox.mirror.helpers import (
     SMALL,
     needs_build_tools,
@@ -63,10 +63,17 @@ def test_interrupted_build_leaves_nothing_half_made(
 
 
 @pytest.mark.integration
-def test_only_the_newest_mirrors_are_kept(cache: Path, tmp_path: Path) -> None:
+def test_only_the_newest_mirrors_are_kept(built: MirrorContent, cache: Path, tmp_path: Path) -> None:
+    """Two finished mirrors in the cache, an hour and a minute old (hard-linked copies of the shared one, so
+    one build here instead of three): the next build keeps itself and the newer of the two (KEEP_MIRRORS)."""
     fresh = _cache_with_key(cache, tmp_path)
-    roots = []
-    for patch in range(3):
-        catalogue = dataclasses.replace(SMALL, container_toolkit=(ContainerToolkitRelease(f"1.17.{patch}"),))
-        roots.append(mirror.ensure_content(catalogue, None, cache=fresh).root)
-    assert [r.is_dir() for r in roots] == [False, True, True]
+    now = time.time()
+    older = []
+    for name, age in (("00000000000a", 3600), ("00000000000b", 60)):
+        copy = fresh / "mirror" / name
+        shutil.copytree(built.root, copy, copy_function=os.link)
+        os.utime(copy, (now - age, now - age))
+        older.append(copy)
+    newest = mirror.ensure_content(SMALL, None, cache=fresh).root
+    assert mirror.KEEP_MIRRORS == 2
+    assert [r.is_dir() for r in (*older, newest)] == [False, True, True]
