@@ -162,7 +162,7 @@ def claims(action: str, task: str, args: dict[str, Any], result: dict[str, Any])
     if action == "dnf_versionlock":
         return each("file", [VERSIONLOCK_LIST])
     if action == "rpm_key" and args.get("state", "present") == "present" and args.get("fingerprint"):
-        return each("package", ["gpg-pubkey-" + names(args["fingerprint"])[0].replace(" ", "")[-8:].lower()])
+        return each("package", ["gpg-pubkey"])  # rpm's name for every imported key (the id is its version)
     if action in ("apt", "dnf", "yum", "package"):
         return each("package", names(args.get("name")))
     if action in ("systemd_service", "systemd", "service"):
