@@ -13,7 +13,19 @@ from gpuprov import resources
 
 ROLES = resources.data_dir("roles")
 # The roles whose manifests this branch added; gpuprov_platform only makes the manifests' folder.
-WITH_MANIFEST = ["cuda", "cudnn", "nccl", "nvidia_driver", "nvidia_repository"]
+WITH_MANIFEST = [
+    "container_runtime",
+    "cuda",
+    "cudnn",
+    "mpi",
+    "nccl",
+    "network_tuning",
+    "nvidia_driver",
+    "nvidia_repository",
+    "python_env",
+    "slurm",
+    "slurm_pyxis",
+]
 LIST_KEYS = {"files", "listings", "packages", "services", "sysctl", "modules"}
 
 
