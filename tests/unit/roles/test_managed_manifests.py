@@ -12,7 +12,7 @@ import yaml
 from gpuprov import resources
 
 ROLES = resources.data_dir("roles")
-# The roles whose manifests this branch added; gpuprov_platform only makes the manifests' folder.
+# Every role but gpuprov_platform, which only makes the manifests' folder.
 WITH_MANIFEST = [
     "container_runtime",
     "cuda",
