@@ -68,8 +68,8 @@ def _item_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[s
 def compare(host: str, fingerprint: str | None, record: Record | None, report: Any) -> HostCheck:
     """What drifted on one host since its record, or why it gets a full run."""
     check = HostCheck(host)
-    if isinstance(report, str):
-        check.full = f"the drift check could not read the host: {report}"
+    if not isinstance(report, dict):
+        check.full = f"the drift check could not read the host: {report or 'no probe report'}"
         return check
     check.report = report
     roles = report["roles"]

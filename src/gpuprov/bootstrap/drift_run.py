@@ -26,8 +26,9 @@ from gpuprov.host_preflight import HostReport
 class DriftCheck:
     def __init__(self, run: engine.Run, checking: bool) -> None:
         self.checking = checking  # compare before Ansible (else only record after: --full)
-        self.roles = role_map.build(run.playbook, resources.data_dir("roles"))
-        common = fingerprint.shared(run.options.inventory, run.extravars)
+        code = fingerprint.code()
+        self.roles = role_map.load(run.playbook, resources.data_dir("roles"), code)
+        common = fingerprint.shared(run.options.inventory, run.extravars, code)
         self.fingerprints = {
             h.name: fingerprint.for_host(common, h, run.extravars) for h in run.inventory.hosts
         }

@@ -64,13 +64,21 @@ def _ansible_version() -> str:
         return "unknown"
 
 
-def shared(inventory: Path, extravars: Mapping[str, Any]) -> str:
-    """The digest of what every host of the run shares: code, playbooks, roles, inventory, extra vars."""
-    digest = hashlib.sha256(f"format {FORMAT}\0gpuprov {gpuprov.__version__}\0".encode())
-    digest.update(f"ansible-core {_ansible_version()}\0".encode())
+def code() -> str:
+    """The digest of roles/ and playbooks/ (every file, by name and content)."""
+    digest = hashlib.sha256()
     for kind in ("roles", "playbooks"):
         folder = resources.data_dir(kind)
         _add_files(digest, kind, files_below(folder), folder)
+    return digest.hexdigest()
+
+
+def shared(inventory: Path, extravars: Mapping[str, Any], code_digest: str | None = None) -> str:
+    """The digest of what every host of the run shares: code, playbooks, roles, inventory, extra vars."""
+    digest = hashlib.sha256(f"format {FORMAT}\0gpuprov {gpuprov.__version__}\0".encode())
+    digest.update(
+        f"ansible-core {_ansible_version()}\0roles and playbooks {code_digest or code()}\0".encode()
+    )
     inventory = inventory.resolve()
     base = inventory if inventory.is_dir() else inventory.parent
     own = files_below(inventory) if inventory.is_dir() else [inventory]

@@ -12,13 +12,18 @@ on every host of the inventory, not only the drifted ones, so that its view of t
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
-from dataclasses import dataclass
+import tempfile
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpuprov import paths
 from gpuprov.ansible import tags as playbook_tags
 
 MANIFEST_MARK = "/var/lib/gpuprov/managed/"  # the path every role's last task writes its manifest to
@@ -31,6 +36,31 @@ class RoleMap:
     tags_of: dict[str, set[str]]  # role -> the site.yml tags that re-apply it
     cluster_wide: set[str]  # tags whose roles read the other hosts of the play
     unrecorded: list[str]  # roles that write no manifest: their state is not checked
+
+
+def load(playbook: Path, roles_path: Path, code_digest: str) -> RoleMap:
+    """build()'s map, kept in the state dir under the digest of roles/ and playbooks/ (reading every role's
+    YAML costs about 0.3 CPU-s, more than the rest of a no-drift re-run on the controller)."""
+    cache = paths.state_dir() / "drift" / f"roles-{code_digest[:32]}.json"
+    try:
+        data = json.loads(cache.read_text())
+        return RoleMap(
+            {k: set(v) for k, v in data["tags_of"].items()}, set(data["cluster_wide"]), data["unrecorded"]
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    found = build(playbook, roles_path)
+    with contextlib.suppress(OSError):  # not kept: the next run builds it again
+        cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle, temporary = tempfile.mkstemp(dir=cache.parent, prefix=".roles-")
+        with os.fdopen(handle, "w") as out:
+            json.dump(
+                {k: sorted(v) if isinstance(v, set) else v for k, v in asdict(found).items()},
+                out,
+                default=sorted,
+            )
+        os.replace(temporary, cache)
+    return found
 
 
 def _yaml_files(role: Path) -> list[Path]:

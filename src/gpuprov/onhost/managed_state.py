@@ -102,8 +102,13 @@ def sysctl_value(key: str) -> str:
 
 
 def loaded_modules() -> Set[str]:
-    with open("/proc/modules") as handle:
-        return {line.split()[0] for line in handle if line.strip()}
+    """The loaded modules' names; none on a kernel without module support (no /proc/modules, proc(5)):
+    there /sys/module/M tells whether M is there at all (module_state's "builtin")."""
+    try:
+        with open("/proc/modules") as handle:
+            return {line.split()[0] for line in handle if line.strip()}
+    except FileNotFoundError:
+        return set()
 
 
 def module_state(name: str, loaded: Set[str]) -> str:
