@@ -31,7 +31,7 @@ class Hosts:
         self.monkeypatch = monkeypatch
         self.fail: set[str] = set()
         real_build = role_map.build
-        # The shipped roles record manifests once the manifest branches land; the check must not wait for them.
+        # Every shipped role records a manifest once the manifest branches land: these tests do not wait.
         monkeypatch.setattr(
             role_map,
             "build",
