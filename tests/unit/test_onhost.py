@@ -62,8 +62,8 @@ def _imports(tree: ast.Module, name: str) -> set[str]:
 def test_the_package_holds_every_host_program() -> None:
     assert set(FILES) == {
         "__init__.py", "agent.py", "allreduce.py", "bench_models.py", "bench_node.py", "env_probe.py",
-        "fetch_url.py", "hostprobe.py", "image_load.py", "managed_state.py", "matmul_probe.py", "mpirun_rank.py",
-        "mpirun_standby.py", "probe.py", "receive.py", "run_torchrun.py", "sockets.py",
+        "fetch_url.py", "hostprobe.py", "image_load.py", "managed_state.py", "matmul_probe.py",
+        "mpirun_rank.py", "mpirun_standby.py", "probe.py", "receive.py", "run_torchrun.py", "sockets.py",
     }  # fmt: skip
 
 

@@ -28,7 +28,7 @@ class DriftCheck:
         self.checking = checking  # compare before Ansible (else only record after: --full)
         code = fingerprint.code()
         self.roles = role_map.load(run.playbook, resources.data_dir("roles"), code)
-        common = fingerprint.shared(run.options.inventory, run.extravars, code)
+        common = fingerprint.shared(run.options.inventory, run.extravars, run.playbook, code)
         self.fingerprints = {
             h.name: fingerprint.for_host(common, h, run.extravars) for h in run.inventory.hosts
         }

@@ -3,10 +3,10 @@ besides the host itself.
 
 Two runs with the same fingerprint apply the same tasks with the same values to a host; when the host also
 still holds what the last ok run left (gpuprov.bootstrap.drift), a new run has nothing to do there. What goes
-in: gpuprov's and ansible-core's versions; every file of roles/ and playbooks/; the run's extra vars (after
-@FILE was read); the inventory (its file, or every file of its folder) with the group_vars/ and host_vars/
-beside it; the Ansible configuration files and ANSIBLE_* variables (they change how Ansible runs); and the
-host's name, address, port, user and variables as loaded.
+in: gpuprov's and ansible-core's versions; every file of roles/ and playbooks/, and the playbook run; the
+run's extra vars (after @FILE was read); the inventory (its file, or every file of its folder) with the
+group_vars/ and host_vars/ beside it; the Ansible configuration files and ANSIBLE_* variables (they change
+how Ansible runs); and the host's name, address, port, user and variables as loaded.
 
 A variable with a lookup (`lookup(`, `query(`) reads something outside all of this: such a host has no
 fingerprint (`None`), which the drift check reads as "run everything".
@@ -73,12 +73,16 @@ def code() -> str:
     return digest.hexdigest()
 
 
-def shared(inventory: Path, extravars: Mapping[str, Any], code_digest: str | None = None) -> str:
-    """The digest of what every host of the run shares: code, playbooks, roles, inventory, extra vars."""
+def shared(
+    inventory: Path, extravars: Mapping[str, Any], playbook: Path, code_digest: str | None = None
+) -> str:
+    """The digest of what every host of the run shares: code, the playbook run (a test's own too), roles,
+    inventory, extra vars."""
     digest = hashlib.sha256(f"format {FORMAT}\0gpuprov {gpuprov.__version__}\0".encode())
     digest.update(
         f"ansible-core {_ansible_version()}\0roles and playbooks {code_digest or code()}\0".encode()
     )
+    _add_files(digest, "playbook", [playbook.resolve()], Path("/"))
     inventory = inventory.resolve()
     base = inventory if inventory.is_dir() else inventory.parent
     own = files_below(inventory) if inventory.is_dir() else [inventory]

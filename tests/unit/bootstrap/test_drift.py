@@ -25,6 +25,7 @@ IDENTITY = {
     "nvidia_devices": [f"/dev/nvidia{i}" for i in range(8)],
 }
 NCCL_CONF = "files /etc/nccl.conf"
+SITE = arguments.playbook_path("site.yml")
 DRIVER_PKG = "packages nvidia-driver-580"
 
 
@@ -202,12 +203,15 @@ def test_the_fingerprint_follows_the_inventory_vars_and_extra_vars(tmp_path: Pat
     (tmp_path / "group_vars" / "all").mkdir(parents=True)
     (tmp_path / "group_vars" / "all" / "lock.yml").write_text("nccl_version: 2.26.2\n")
     host = hosts.Host("node1", "192.0.2.10", 22, "ubuntu", None, Path(os.devnull), vars={"a": 1})
-    base = fingerprint.for_host(fingerprint.shared(inventory, {}), host, {})
-    assert base == fingerprint.for_host(fingerprint.shared(inventory, {}), host, {})
-    assert base != fingerprint.for_host(fingerprint.shared(inventory, {"x": 1}), host, {"x": 1})
+    base = fingerprint.for_host(fingerprint.shared(inventory, {}, SITE), host, {})
+    assert base == fingerprint.for_host(fingerprint.shared(inventory, {}, SITE), host, {})
+    assert base != fingerprint.for_host(fingerprint.shared(inventory, {"x": 1}, SITE), host, {"x": 1})
     other = dataclasses.replace(host, vars={"a": 2})
-    assert base != fingerprint.for_host(fingerprint.shared(inventory, {}), other, {})
+    assert base != fingerprint.for_host(fingerprint.shared(inventory, {}, SITE), other, {})
     (tmp_path / "group_vars" / "all" / "lock.yml").write_text("nccl_version: 2.27.3\n")
-    assert base != fingerprint.for_host(fingerprint.shared(inventory, {}), host, {})
+    assert base != fingerprint.for_host(fingerprint.shared(inventory, {}, SITE), host, {})
+    other_playbook = tmp_path / "small.yml"
+    other_playbook.write_text("- hosts: all\n")
+    assert base != fingerprint.for_host(fingerprint.shared(inventory, {}, other_playbook), host, {})
     lookup = dataclasses.replace(host, vars={"key": "{{ lookup('file', '/etc/key') }}"})
-    assert fingerprint.for_host(fingerprint.shared(inventory, {}), lookup, {}) is None
+    assert fingerprint.for_host(fingerprint.shared(inventory, {}, SITE), lookup, {}) is None
