@@ -46,11 +46,24 @@ def test_bootstrap_two_nodes_with_limit(deb_sandbox: Sandbox, first_bootstrap: B
 
 
 def test_second_run_changes_nothing(deb_sandbox: Sandbox, first_bootstrap: BootstrapRun) -> None:
-    result = bootstrap(deb_sandbox, "--limit", "node1,node2", "--json")
+    """A changed lock file (a comment added) is a changed input: the drift check runs every role on every
+    host, and Ansible's own run changes nothing."""
+    lock = deb_sandbox.inventory.parent / "group_vars" / "all" / "gpu_stack.yml"
+    text = lock.read_text()
+    lock.write_text(text + "# a comment: the file changed, what it says did not\n")
+    try:
+        result = bootstrap(deb_sandbox, "--limit", "node1,node2", "--json")
+    finally:
+        lock.write_text(text)
     assert result.returncode == 0, result.stderr
-    for node, host in result.summary()["hosts"].items():
+    summary = result.summary()
+    assert summary["ansible_rc"] == 0 and summary["tags"] == [], summary.get("drift")
+    for node, host in summary["hosts"].items():
         assert host["changed"] == 0, f"{node}: {host}"
         assert host["status"] == "ok"
+        assert summary["drift"]["checked"][node]["full_run"].startswith("the inputs changed"), summary[
+            "drift"
+        ]
 
 
 def test_the_roles_publish_what_they_verified(first_bootstrap: BootstrapRun) -> None:
