@@ -27,6 +27,10 @@ from gpuprov import paths
 from gpuprov.ansible import tags as playbook_tags
 
 MANIFEST_MARK = "/var/lib/gpuprov/managed/"  # the path every role's last task writes its manifest to
+# Roles that need no manifest: gpuprov_platform checks the OS and makes the manifests' folder, nothing else;
+# that folder gone takes every manifest with it, which is drift of every role. Any other role without a
+# manifest turns the drift check off (every role runs), and says so.
+NO_STATE = frozenset({"gpuprov_platform"})
 _INCLUDED = re.compile(r"(?:include_role|import_role):\s*\n\s+name:\s*([A-Za-z0-9_]+)")
 _CLUSTER = re.compile(r"ansible_play_hosts|hostvars\[|groups\[")
 
@@ -104,5 +108,7 @@ def build(playbook: Path, roles_path: Path) -> RoleMap:
             tags_of[name].add(tag)
         if _CLUSTER.search(texts[tag]):
             cluster_wide.add(tag)
-    unrecorded = sorted(name for name, text in texts.items() if MANIFEST_MARK not in text)
+    unrecorded = sorted(
+        name for name, text in texts.items() if MANIFEST_MARK not in text and name not in NO_STATE
+    )
     return RoleMap(tags_of, cluster_wide, unrecorded)
