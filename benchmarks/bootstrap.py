@@ -287,7 +287,7 @@ def check_gpuprov(label: str, code: int, output: str, log: Path, hosts: int) -> 
         if counts["changed"] or counts["failed"] or counts["unreachable"]:
             raise SystemExit(f"{label}: not a no-op on {host}: {counts}; see {log}")
     drift = summary.get("drift")
-    if drift and drift["ansible_run"]:  # the drift check found something: say what, the figure is not a no-op's
+    if drift and drift["ansible_run"]:  # the drift check found something: not a no-op without Ansible
         checked = {h: (c["full_run"] or c["drifted"]) for h, c in drift["checked"].items()}
         print(f"  {label}: the drift check ran Ansible on {drift['hosts']}: {checked}", flush=True)
     return sum(counts[k] for counts in summary["hosts"].values() for k in COUNTED)
