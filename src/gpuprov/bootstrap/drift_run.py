@@ -13,6 +13,7 @@ compared or recorded then); with --full nothing is compared and every role runs,
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,9 @@ from gpuprov.ansible import engine, recorded_versions, runner
 from gpuprov.ansible.events import HostState
 from gpuprov.bootstrap import drift, drift_probe, drift_records, fingerprint, role_map
 from gpuprov.host_preflight import HostReport
+
+SLURM_GROUP = "slurm_controller"
+ANSIBLE_PATTERN = re.compile(r"[:,\[\]*?!&~^@]")  # what Ansible's host patterns give a meaning to
 
 
 class DriftCheck:
@@ -34,13 +38,29 @@ class DriftCheck:
         }
         self.extravars = run.extravars
         self.all_hosts = list(run.inventory.hosts)
-        if self.roles.unrecorded:
+        why = self._why_off(run)
+        if why:
             self.checking = False
-            why = f"roles that record no manifest: {', '.join(self.roles.unrecorded)}"
             run.directory.log(f"drift check: off, full run: {why}")
             if checking:
                 console.info(f"Drift check off ({why}): every role runs")
         run.after_ansible = self.after
+
+    def _why_off(self, run: engine.Run) -> str:
+        if self.roles.unrecorded:
+            return f"roles that record no manifest: {', '.join(self.roles.unrecorded)}"
+        # site.yml's Slurm play also runs on the slurm_controller group, which need not be GPU nodes: the
+        # probe does not reach those hosts, so their drift would go unseen.
+        names = set(run.inventory.names)
+        outside = [
+            h.name for h in hosts.load_group(run.options.inventory, SLURM_GROUP) if h.name not in names
+        ]
+        if outside:
+            return f"{SLURM_GROUP} hosts outside the hosts probed: {', '.join(outside)}"
+        odd = [name for name in names if ANSIBLE_PATTERN.search(name)]
+        if odd:  # --limit would read the name as a pattern
+            return f"a host name Ansible's --limit reads as a pattern: {odd[0]}"
+        return ""
 
     def probe(self, host: hosts.Host, client: ssh.Client) -> dict[str, Any] | str | None:
         return drift_probe.run(client, host, self.extravars) if self.checking else None

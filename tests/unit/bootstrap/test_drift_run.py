@@ -172,3 +172,18 @@ def test_roles_without_manifests_turn_the_check_off_and_say_so(
     cluster.bootstrap(options)
     assert len(cluster.ansible) == 2
     assert "Drift check off (roles that record no manifest: nccl): every role runs" in capsys.readouterr().err
+
+
+def test_a_slurm_controller_outside_the_gpu_nodes_turns_the_check_off(
+    options: Options, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """site.yml's Slurm play runs on it too, and the probe does not reach it: every role runs, every time."""
+    cluster = Hosts(monkeypatch)
+    text = options.inventory.read_text()
+    options.inventory.write_text(text + "[slurm_controller]\nhead ansible_host=192.0.2.20\n")
+    cluster.bootstrap(options)
+    cluster.bootstrap(options)
+    assert len(cluster.ansible) == 2 and "tags" not in cluster.ansible[-1]
+    assert (
+        "Drift check off (slurm_controller hosts outside the hosts probed: head)" in capsys.readouterr().err
+    )
