@@ -38,7 +38,7 @@ class DriftCheck:
         }
         self.extravars = run.extravars
         self.all_hosts = list(run.inventory.hosts)
-        why = self._why_off(run)
+        self.off = why = self._why_off(run)
         if why:
             self.checking = False
             run.directory.log(f"drift check: off, full run: {why}")
@@ -120,7 +120,7 @@ class DriftCheck:
             }
 
     def _record(self, run: engine.Run, good: list[hosts.Host]) -> None:
-        if self.roles.unrecorded or not good:
+        if self.off or not good:  # a record is of use only where the check runs
             return
         outcomes = ssh.fan_out(good, lambda h: drift_probe.run_alone(h, self.extravars), timeout=180)
         for outcome in outcomes:
