@@ -25,25 +25,11 @@ from typing import Any
 
 import gpuprov
 from gpuprov import hosts, resources
+from gpuprov.inventory_cache import files_below
 
 FORMAT = 1  # bump when what goes in changes
 CONFIG_FILES = ("./ansible.cfg", "~/.ansible.cfg", "/etc/ansible/ansible.cfg")
 LOOKUP = re.compile(r"\b(lookup|query|q)\s*\(")
-
-
-def files_below(folder: Path) -> list[Path]:
-    """Every file under folder (through linked folders, a loop read once), sorted."""
-    found: list[Path] = []
-    seen: set[str] = set()
-    for root, folders, names in os.walk(folder, followlinks=True):
-        real = os.path.realpath(root)
-        if real in seen:
-            folders.clear()
-            continue
-        seen.add(real)
-        folders.sort()
-        found += [Path(root, name) for name in names if os.path.isfile(os.path.join(root, name))]
-    return sorted(found)
 
 
 def _add_files(digest: Any, label: str, files: list[Path], base: Path) -> None:

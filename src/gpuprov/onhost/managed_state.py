@@ -155,6 +155,11 @@ def parse_dpkg_query(names: List[str], rc: int, out: str, err: str) -> Dict[str,
     missing = set(re.findall(r"^dpkg-query: no packages found matching (\S+)$", err, re.MULTILINE))
     if rc not in (0, 1) or (rc == 1 and not missing):
         raise ProbeError(f"dpkg-query failed (exit {rc}): {err.strip()[:200]}")
+    return answers(names, found, missing, "dpkg-query gave no answer for")
+
+
+def answers(names: List[str], found: Dict[str, List[str]], missing: Set[str], unsure: str) -> Dict[str, str]:
+    """Each name's lines joined, "absent" for a name the tool said it lacks; ProbeError for any other."""
     result = {}
     for name in names:
         if name in found:
@@ -162,7 +167,7 @@ def parse_dpkg_query(names: List[str], rc: int, out: str, err: str) -> Dict[str,
         elif name in missing:
             result[name] = "absent"
         else:
-            raise ProbeError(f"dpkg-query gave no answer for {name}")
+            raise ProbeError(f"{unsure} {name}")
     return result
 
 
@@ -182,15 +187,8 @@ def parse_rpm_query(names: List[str], rc: int, out: str) -> Dict[str, str]:
         found.setdefault(name, []).append(value)
     if rc != len(missing):
         raise ProbeError(f"rpm -q failed (exit {rc}) for reasons besides packages not installed")
-    result = {}
-    for name in names:
-        if name in found:
-            result[name] = "; ".join(sorted(found[name]))
-        elif name in missing:
-            result[name] = "absent"
-        else:  # rpm -q matched it by another NAME (a NEVRA given): which line is whose is unsure
-            raise ProbeError(f"rpm -q gave no line named {name}")
-    return result
+    # no line and no "not installed": rpm -q matched it by another NAME (a NEVRA given), so unsure whose
+    return answers(names, found, missing, "rpm -q gave no line named")
 
 
 def package_states(names: List[str], manager: str) -> Dict[str, str]:

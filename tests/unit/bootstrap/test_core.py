@@ -6,7 +6,6 @@ preflight.run and ansible-runner are replaced by stand-ins, so these tests reach
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,14 +18,6 @@ from gpuprov.ansible.arguments import Options
 from gpuprov.bootstrap import core, drift_probe
 from gpuprov.errors import ExitCode, GpuprovError
 from tests.unit.ansible import runner_stand_in
-
-
-@pytest.fixture
-def options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Options:
-    monkeypatch.setenv("GPUPROV_STATE_DIR", str(tmp_path / "state"))
-    inventory = tmp_path / "inventory.ini"
-    inventory.write_text("[gpu_nodes]\nnode1 ansible_host=192.0.2.10\nnode2 ansible_host=192.0.2.11\n")
-    return Options(inventory=inventory)
 
 
 def stand_ins(monkeypatch: pytest.MonkeyPatch, problems: dict[str, str]) -> list[Mapping[str, Any]]:

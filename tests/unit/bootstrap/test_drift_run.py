@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,14 +64,6 @@ class Hosts:
             return core.run(options, full=full)
         finally:
             self.ansible += seen[before:]
-
-
-@pytest.fixture
-def options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Options:
-    monkeypatch.setenv("GPUPROV_STATE_DIR", str(tmp_path / "state"))
-    inventory = tmp_path / "inventory.ini"
-    inventory.write_text("[gpu_nodes]\nnode1 ansible_host=192.0.2.10\nnode2 ansible_host=192.0.2.11\n")
-    return Options(inventory=inventory)
 
 
 def test_first_run_is_full_then_a_rerun_runs_no_ansible_and_keeps_the_versions(
