@@ -40,7 +40,7 @@ def check_hosts(run: engine.Run, drift_check: bool | None = None) -> None:
         from gpuprov.bootstrap.drift_run import DriftCheck
 
         checker = DriftCheck(run, checking=drift_check)
-    also = checker.probe if checker is not None else None
+    also = checker.probe if checker is not None and checker.checking else None
     reports, lock_problems = host_preflight.run(run.inventory, run.extravars, also)
     problems = [p for r in reports for p in r.problems] + lock_problems
     run.summary["preflight"] = host_preflight.summary(reports, lock_problems)

@@ -62,8 +62,8 @@ class DriftCheck:
             return f"a host name Ansible's --limit reads as a pattern: {odd[0]}"
         return ""
 
-    def probe(self, host: hosts.Host, client: ssh.Client) -> dict[str, Any] | str | None:
-        return drift_probe.run(client, host, self.extravars) if self.checking else None
+    def probe(self, host: hosts.Host, client: ssh.Client) -> dict[str, Any] | str:
+        return drift_probe.run(client, host, self.extravars)
 
     def decide(self, run: engine.Run, reports: list[HostReport]) -> None:
         """Set the run's hosts and tags from what drifted (or skip Ansible); log and show why."""
