@@ -86,29 +86,6 @@ def test_the_roles_publish_what_they_verified(first_bootstrap: BootstrapRun) -> 
     assert "Versions verified by the roles" in first_bootstrap.stderr  # the end-of-run table
 
 
-SYSCTL_FILE = "/etc/sysctl.d/90-gpuprov-network.conf"  # network_tuning_sysctl_file's default
-
-
-def test_a_rerun_repairs_drift(deb_sandbox: Sandbox, first_bootstrap: BootstrapRun) -> None:
-    """A changed sysctl file, an unheld driver package and a removed profile script on node2: the next
-    plain run finds each one and puts it back (a no-op re-run still reads real state)."""
-    sysctl_before = on_node(deb_sandbox, "node2", f"cat {SYSCTL_FILE}").stdout
-    assert "net.core.rmem_max" in sysctl_before
-    drift = (
-        f"sed -i 's/^net.core.rmem_max.*/net.core.rmem_max = 212992/' {SYSCTL_FILE}"
-        f" && apt-mark unhold {DRIVER_PACKAGE} && rm /etc/profile.d/cuda.sh"
-    )
-    assert on_node(deb_sandbox, "node2", drift).returncode == 0
-
-    result = bootstrap(deb_sandbox, "--limit", "node2", "--json")
-    assert result.returncode == 0, result.stderr
-    assert result.summary()["hosts"]["node2"]["changed"] >= 3
-    assert on_node(deb_sandbox, "node2", f"cat {SYSCTL_FILE}").stdout == sysctl_before
-    held = on_node(deb_sandbox, "node2", "apt-mark showhold").stdout.split()
-    assert DRIVER_PACKAGE in held
-    assert on_node(deb_sandbox, "node2", "test -s /etc/profile.d/cuda.sh").returncode == 0
-
-
 def test_mixed_inventory_interrupted_then_bootstrapped(boot_mixed_sandbox: Sandbox) -> None:
     """debian12 + ubuntu22.04 + rocky9 stand-ins: Ctrl-C once the roles are changing hosts, then run again."""
     interrupted = bootstrap_interrupted(boot_mixed_sandbox, when=": changed: ")
