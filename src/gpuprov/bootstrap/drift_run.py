@@ -38,12 +38,11 @@ class DriftCheck:
         }
         self.extravars = run.extravars
         self.all_hosts = list(run.inventory.hosts)
+        self.asked = checking
         self.off = why = self._why_off(run)
         if why:
             self.checking = False
             run.directory.log(f"drift check: off, full run: {why}")
-            if checking:
-                console.info(f"Drift check off ({why}): every role runs")
         run.after_ansible = self.after
 
     def _why_off(self, run: engine.Run) -> str:
@@ -67,6 +66,8 @@ class DriftCheck:
 
     def decide(self, run: engine.Run, reports: list[HostReport]) -> None:
         """Set the run's hosts and tags from what drifted (or skip Ansible); log and show why."""
+        if self.asked and self.off:  # said once the preflight passed, not above a preflight's problem
+            console.info(f"Drift check off ({self.off}): every role runs")
         if not self.checking:
             return
         checks = []
