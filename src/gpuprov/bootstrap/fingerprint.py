@@ -30,6 +30,13 @@ from gpuprov.inventory_cache import files_below
 FORMAT = 1  # bump when what goes in changes
 CONFIG_FILES = ("./ansible.cfg", "~/.ansible.cfg", "/etc/ansible/ansible.cfg")
 LOOKUP = re.compile(r"\b(lookup|query|q)\s*\(")
+# Variables Ansible's loader adds that describe the controller's process, not the run's inputs: the Python
+# and the working folder gpuprov runs from, Ansible's version string (its version is in the digest),
+# and facts a fact cache may hold (the host's state, which the probe reads).
+CONTROLLER_VARS = frozenset(
+    {"ansible_playbook_python", "playbook_dir", "ansible_config_file", "ansible_version", "ansible_facts",
+     "ansible_local"}
+)  # fmt: skip
 
 
 def _add_files(digest: Any, label: str, files: list[Path], base: Path) -> None:
@@ -85,7 +92,8 @@ def for_host(common: str, host: hosts.Host, extravars: Mapping[str, Any]) -> str
     """The host's fingerprint, or None when a variable of the host or the run reads through a lookup."""
     if has_lookup(host.vars) or has_lookup(extravars):
         return None
-    facts = [host.name, host.address, host.port, host.user, host.become, host.become_user, host.vars]
+    variables = {k: v for k, v in host.vars.items() if k not in CONTROLLER_VARS}
+    facts = [host.name, host.address, host.port, host.user, host.become, host.become_user, variables]
     text = json.dumps(facts, sort_keys=True, default=str)
     return hashlib.sha256(f"{common}\0{text}".encode()).hexdigest()
 

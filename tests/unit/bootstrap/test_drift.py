@@ -205,6 +205,8 @@ def test_the_fingerprint_follows_the_inventory_vars_and_extra_vars(tmp_path: Pat
     host = hosts.Host("node1", "192.0.2.10", 22, "ubuntu", None, Path(os.devnull), vars={"a": 1})
     base = fingerprint.for_host(fingerprint.shared(inventory, {}, SITE), host, {})
     assert base == fingerprint.for_host(fingerprint.shared(inventory, {}, SITE), host, {})
+    elsewhere = dataclasses.replace(host, vars={"a": 1, "ansible_playbook_python": "/opt/venv/bin/python"})
+    assert base == fingerprint.for_host(fingerprint.shared(inventory, {}, SITE), elsewhere, {})
     assert base != fingerprint.for_host(fingerprint.shared(inventory, {"x": 1}, SITE), host, {"x": 1})
     other = dataclasses.replace(host, vars={"a": 2})
     assert base != fingerprint.for_host(fingerprint.shared(inventory, {}, SITE), other, {})
