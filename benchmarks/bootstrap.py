@@ -1,7 +1,8 @@
-"""What a no-op re-run of the full bootstrap costs: stock ansible-playbook, gpuprov, gpuprov with Mitogen.
+"""What a no-op re-run of the full bootstrap costs: stock ansible-playbook, gpuprov (its drift check),
+gpuprov --full, gpuprov --full with Mitogen.
 
     .venv/bin/python benchmarks/bootstrap.py [--repeat 2] [--nodes 4] [--strict] [--profile] [--keep]
-                                             [--tools stock,gpuprov,mitogen] [--name NAME --warm]
+                                             [--tools stock,gpuprov,full,mitogen] [--name NAME --warm]
 
 On one 4-node debian12 sandbox (started here, removed after unless --keep), with the sandbox lock (the
 sample lock of inventory/sample/, with the PyTorch the sandbox mirror serves: 2.13.0, CPU build): every host
@@ -13,8 +14,10 @@ turn, on 4 hosts and on 1 (`--limit node1`); `--nodes N` measures N hosts and 1 
              Ansible's default ssh_args with ControlPersist=60s). Only ANSIBLE_ROLES_PATH is set, because
              the roles live beside playbooks/, not under it. Host key checking stays on (the inventory's
              known_hosts with StrictHostKeyChecking=yes), as for gpuprov.
-  gpuprov    `gpuprov bootstrap INVENTORY -e @LOCK` (preflight included; strategy linear)
-  mitogen    the same with `--strategy mitogen` (Mitogen for Ansible; skipped when it is not installed)
+  gpuprov    `gpuprov bootstrap INVENTORY -e @LOCK` (preflight included; strategy linear): the default, with
+             the drift check, which on hosts as the last run left them starts no Ansible (docs/bootstrap.md)
+  full       `gpuprov bootstrap --full ...`: every role through Ansible, as before the drift check
+  mitogen    `--full` with `--strategy mitogen` (Mitogen for Ansible; skipped when it is not installed)
 
 Three costs of each run:
   wall        seconds from start to exit;
@@ -74,8 +77,9 @@ SAMPLE_LOCK = REPO / "inventory" / "sample" / "group_vars" / "all" / "gpu_stack.
 NODES = 4  # the sandbox's nodes; --nodes sets it
 TOOLS = {
     "stock": "ansible-playbook, stock settings",
-    "gpuprov": "gpuprov bootstrap",
-    "mitogen": "gpuprov bootstrap --strategy mitogen",
+    "gpuprov": "gpuprov bootstrap (drift check)",
+    "full": "gpuprov bootstrap --full",
+    "mitogen": "gpuprov bootstrap --full --strategy mitogen",
 }
 NODE_CPU_TARGET = 1 / 3  # node CPU per host, tool / stock, 4 hosts
 CONTROLLER_CPU_TARGET = 1 / 2  # controller CPU per host, tool / stock, 4 hosts
@@ -260,6 +264,8 @@ def gpuprov_argv(bench: Bench, tool: str, hosts: int) -> list[str]:
         f"@{bench.lock}",
         "--json",
     ]
+    if tool in ("full", "mitogen"):
+        argv += ["--full"]
     if tool == "mitogen":
         argv += ["--strategy", "mitogen"]
     return argv + (["--limit", "node1"] if hosts == 1 else [])
@@ -280,6 +286,10 @@ def check_gpuprov(label: str, code: int, output: str, log: Path, hosts: int) -> 
     for host, counts in summary["hosts"].items():
         if counts["changed"] or counts["failed"] or counts["unreachable"]:
             raise SystemExit(f"{label}: not a no-op on {host}: {counts}; see {log}")
+    drift = summary.get("drift")
+    if drift and drift["ansible_run"]:  # the drift check found something: not a no-op without Ansible
+        checked = {h: (c["full_run"] or c["drifted"]) for h, c in drift["checked"].items()}
+        print(f"  {label}: the drift check ran Ansible on {drift['hosts']}: {checked}", flush=True)
     return sum(counts[k] for counts in summary["hosts"].values() for k in COUNTED)
 
 
@@ -479,7 +489,9 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeat", type=int, default=2, help="measurements of each kind (default 2)")
-    parser.add_argument("--tools", default="stock,gpuprov,mitogen", help="what to measure (stock always)")
+    parser.add_argument(
+        "--tools", default="stock,gpuprov,full,mitogen", help="what to measure (stock always)"
+    )
     parser.add_argument(
         "--nodes",
         type=int,

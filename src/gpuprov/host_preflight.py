@@ -12,7 +12,7 @@ Nothing on a host is changed: `gpuprov bootstrap` runs it before Ansible starts,
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -45,13 +45,22 @@ class HostReport:
     os_release: tuple[str, str] = ("", "")  # /etc/os-release's ID and VERSION_ID: ("ubuntu", "24.04")
     gpus: tuple[gpu_generations.PciGpu, ...] = ()  # the NVIDIA GPUs on its PCI bus
     warnings: tuple[str, ...] = ()  # shown, never a failure (a GPU the table does not know)
+    extra: Any = None  # what run()'s `also` returned for the host (bootstrap's drift probe)
 
 
-def run(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> tuple[list[HostReport], list[Problem]]:
+# A caller's own work on a host that passed, over the preflight's open connection (no second SSH handshake).
+Also = Callable[[hosts.Host, "ssh.Client"], Any]
+
+
+def run(
+    inventory: hosts.Inventory, extravars: Mapping[str, Any], also: Also | None = None
+) -> tuple[list[HostReport], list[Problem]]:
     """Check every host in parallel, then the lock; returns per-host reports and the lock's problems."""
     outcomes = ssh.fan_out(
         inventory.hosts,
-        lambda host: check_host(host, extravars),
+        (lambda host: check_host(host, extravars))
+        if also is None
+        else lambda h: check_host(h, extravars, also),
         timeout=HOST_TIMEOUT_S,
     )
     reports = [_timed_out(o.item) if isinstance(o.error, ssh.TimedOut) else o.get() for o in outcomes]
@@ -99,7 +108,7 @@ def _timed_out(host: hosts.Host) -> HostReport:
     return HostReport(host.name, "", (Problem(host.name, "ssh", message),))
 
 
-def check_host(host: hosts.Host, extravars: Mapping[str, Any]) -> HostReport:
+def check_host(host: hosts.Host, extravars: Mapping[str, Any], also: Also | None = None) -> HostReport:
     try:
         client = ssh.connect(host, timeout=SSH_TIMEOUT_S)
     except ssh.HostKeyProblem as exc:
@@ -132,14 +141,15 @@ def check_host(host: hosts.Host, extravars: Mapping[str, Any]) -> HostReport:
         if become:
             problems.append(Problem(host.name, "become", become))
         gpus = read_gpus(client)
+        extra = also(host, client) if also is not None and not problems else None
     except ssh.SessionLost as exc:
         problems.append(
             Problem(host.name, "ssh", f"the SSH session broke: {exc.cause or type(exc.cause).__name__}")
         )
-        os_name, os_ids, gpus = "", ("", ""), ()
+        os_name, os_ids, gpus, extra = "", ("", ""), (), None
     finally:
         client.close()
-    return HostReport(host.name, os_name, tuple(problems), os_ids, gpus)
+    return HostReport(host.name, os_name, tuple(problems), os_ids, gpus, extra=extra)
 
 
 def read_gpus(client: ssh.Client) -> tuple[gpu_generations.PciGpu, ...]:

@@ -74,7 +74,7 @@ def _key(path: Path, limit: str | None) -> str | None:
             return None
         files = {"inventory": inventory}
         for folder in ("group_vars", "host_vars"):
-            for file in _files_below(path.parent / folder):
+            for file in files_below(path.parent / folder):
                 files[str(file.relative_to(path.parent))] = file.read_bytes()
     except OSError:
         return None
@@ -90,7 +90,7 @@ def _key(path: Path, limit: str | None) -> str | None:
     return digest.hexdigest()
 
 
-def _files_below(folder: Path) -> list[Path]:
+def files_below(folder: Path) -> list[Path]:
     """Every file under folder, through linked folders too (Ansible's vars plugin follows them; pathlib's
     rglob does not before Python 3.13); a folder reached twice (a link loop) is read once."""
     found: list[Path] = []

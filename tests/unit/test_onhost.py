@@ -28,7 +28,7 @@ TORCH = {
 # Python 3.6 must parse them, and evaluate their definitions, so that they can say what is wrong.
 OLDEST_PYTHON = {
     "hostprobe.py", "env_probe.py", "matmul_probe.py", "probe.py", "sockets.py", "mpirun_rank.py",
-    "mpirun_standby.py", "image_load.py", "fetch_url.py",
+    "mpirun_standby.py", "image_load.py", "fetch_url.py", "managed_state.py",
 }  # fmt: skip
 # The __future__ features Python 3.6 knows; `annotations` (3.7) is a SyntaxError there.
 FUTURES_OF_3_6 = {
@@ -62,8 +62,8 @@ def _imports(tree: ast.Module, name: str) -> set[str]:
 def test_the_package_holds_every_host_program() -> None:
     assert set(FILES) == {
         "__init__.py", "agent.py", "allreduce.py", "bench_models.py", "bench_node.py", "env_probe.py",
-        "fetch_url.py", "hostprobe.py", "image_load.py", "matmul_probe.py", "mpirun_rank.py",
-        "mpirun_standby.py", "probe.py", "receive.py", "run_torchrun.py", "sockets.py",
+        "fetch_url.py", "hostprobe.py", "image_load.py", "managed_state.py", "matmul_probe.py",
+        "mpirun_rank.py", "mpirun_standby.py", "probe.py", "receive.py", "run_torchrun.py", "sockets.py",
     }  # fmt: skip
 
 

@@ -38,6 +38,10 @@ class Run:
     directory: RunDir
     summary: dict[str, Any]  # becomes summary.json; a verb's checks may add their own section
     started: float
+    # Set by a verb's checks: nothing for Ansible to do (bootstrap's drift check found no drift), and what
+    # to do with the run's outcome before it is recorded (the hosts' states after Ansible).
+    skip_ansible: bool = False
+    after_ansible: Callable[[Run, runner.Outcome, list[HostState]], None] | None = None
 
     @property
     def title(self) -> str:
@@ -93,6 +97,8 @@ def run_playbook(
         )
         if checks is not None:
             checks(run)
+        if run.skip_ansible:
+            return _without_ansible(run)
         return _apply(run)
     finally:
         directory.close()
@@ -154,6 +160,18 @@ def _apply(run: Run) -> dict[str, Any]:
     return _report(run, outcome, tracker, live)
 
 
+def _without_ansible(run: Run) -> dict[str, Any]:
+    """The end of a run whose checks found nothing for Ansible to do: every host ok, nothing changed."""
+    run.summary["ansible_rc"] = None
+    run.summary["hosts"] = {
+        name: HostState(name).as_dict() | {"status": "ok"} for name in run.inventory.names
+    }
+    run.finish("ok", ExitCode.OK)
+    console.info(f"Run directory (log, summary.json): {run.directory.path}")
+    console.success(f"{run.title} finished on {len(run.inventory.names)} host(s) without an Ansible run")
+    return run.summary
+
+
 def _estimator(run: Run, tracker: Tracker, live: bool) -> Estimator:
     """The estimate of the time left, from the last ok run of the same verb, playbook, tags, mode and
     inventory that covered every host of this one; its lines (one per role per host) and the run log's lines
@@ -180,6 +198,8 @@ def _report(run: Run, outcome: runner.Outcome, tracker: Tracker, live: bool) -> 
     run.summary["hosts"] = {state.name: state.as_dict() for state in states}
     run.summary["versions"] = {state.name: state.versions for state in states if state.versions}
     run.summary["ansible_rc"] = outcome.rc
+    if run.after_ansible is not None:
+        run.after_ansible(run, outcome, states)
     status, code, message = _verdict(run, outcome, states)
     run.finish(status, code)
     if not live or outcome.canceled or code != ExitCode.OK or console.verbosity() >= console.Verbosity.NORMAL:

@@ -46,6 +46,11 @@ class BootstrapOptions:
     skip_tags: tuple[str, ...] = _tags("--skip-tags", "Skip tasks with these tags (comma list; repeatable).")
     check: bool = cli_options.flag("--check", help="Dry run: report what would change, change nothing.")
     diff: bool = cli_options.flag("--diff", help="Show the changes made to files.")
+    full: bool = cli_options.flag(
+        "--full",
+        help="Run every role on every host, even where the drift check finds nothing changed since the last "
+        "ok run (its verify steps run too).",
+    )
     forks: int | None = cli_options.option(
         "--forks",
         type=click.IntRange(min=1),
@@ -96,4 +101,4 @@ def bootstrap(given: BootstrapOptions) -> None:
 
     if given.verbose:
         console.set_verbosity(console.Verbosity.VERBOSE)
-    run(given.engine_options())
+    run(given.engine_options(), full=given.full)

@@ -7,6 +7,7 @@ Ansible starts when any host fails it.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from gpuprov import console, host_preflight
@@ -18,18 +19,29 @@ VERB = "bootstrap"
 PLAYBOOK = "site.yml"  # under playbooks/ (an absolute path in tests)
 
 
-def run(options: Options) -> dict[str, Any]:
-    """Bootstrap the inventory's hosts; returns the summary, or raises GpuprovError with the exit code."""
-    return engine.run_playbook(VERB, arguments.playbook_path(PLAYBOOK), options, checks=check_hosts)
+def run(options: Options, *, full: bool = False) -> dict[str, Any]:
+    """Bootstrap the inventory's hosts; returns the summary, or raises GpuprovError with the exit code.
+    Without --tags, --skip-tags and --check, the drift check picks the hosts and roles that need a run
+    (gpuprov.bootstrap.drift_run); `full` runs every role on every host and renews the records."""
+    chosen = bool(options.tags or options.skip_tags or options.check)
+    checks = functools.partial(check_hosts, drift_check=None if chosen else not full)
+    return engine.run_playbook(VERB, arguments.playbook_path(PLAYBOOK), options, checks=checks)
 
 
-def check_hosts(run: engine.Run) -> None:
-    """The preflight, recorded in the summary; raises GpuprovError (nothing applied) when a host fails it."""
+def check_hosts(run: engine.Run, drift_check: bool | None = None) -> None:
+    """The preflight, recorded in the summary; raises GpuprovError (nothing applied) when a host fails it.
+    drift_check: None, no drift check; False, record after the run only (--full); True, compare and plan."""
     names = run.inventory.names
     console.step(
         f"Preflight on {len(names)} host(s): SSH with host key checking, sudo, OS, GPUs, compatibility lock"
     )
-    reports, lock_problems = host_preflight.run(run.inventory, run.extravars)
+    checker = None
+    if drift_check is not None:
+        from gpuprov.bootstrap.drift_run import DriftCheck
+
+        checker = DriftCheck(run, checking=drift_check)
+    also = checker.probe if checker is not None and checker.checking else None
+    reports, lock_problems = host_preflight.run(run.inventory, run.extravars, also)
     problems = [p for r in reports for p in r.problems] + lock_problems
     run.summary["preflight"] = host_preflight.summary(reports, lock_problems)
     for report in reports:
@@ -58,6 +70,8 @@ def check_hosts(run: engine.Run) -> None:
         console.warning(warning)
     systems = sorted({r.os for r in reports})
     console.success(f"Preflight ok on {len(names)} host(s) ({', '.join(systems)})")
+    if checker is not None:
+        checker.decide(run, reports)
 
 
 def lock_warnings(run: engine.Run) -> list[str]:

@@ -12,13 +12,14 @@ Which Python each must work with depends on who runs it and what was checked bef
   which nothing has checked: on Rocky/RHEL 8 /usr/bin/python3 is 3.6. It runs on Python >= 3.8 (also
   ansible-core's floor for targets) and must *parse* and define itself on 3.6, so that an older one
   prints one line naming the interpreter and what to set (hostprobe.MIN_PYTHON) instead of a SyntaxError.
-- image_load (`--push-image`'s receiving end) and fetch_url (`lock resolve`'s metadata) run with the
-  host's system Python too, before anything has checked it: they parse on 3.6 and need nothing newer.
+- image_load (`--push-image`'s receiving end), fetch_url (`lock resolve`'s metadata) and managed_state
+  (bootstrap's drift check) run with the host's system Python too, before anything has checked it: they
+  parse on 3.6 and need nothing newer.
 - env_probe and matmul_probe (run by hostprobe) and probe (+ sockets, launch's preflight) run with the
   env's Python before anything has shown that env to be good (the python_env role's default env on EL8
   is 3.6): they must parse on 3.6 and run there far enough to report the Python version and a missing or
   broken torch.
-  For these five files, image_load and fetch_url: no `from __future__ import annotations` (a
+  For these five files, image_load, fetch_url and managed_state: no `from __future__ import annotations` (a
   SyntaxError on 3.6) and no other 3.7+ syntax; annotations that Python evaluates (a signature's, a
   module's) use typing's Dict/List/Optional.
 - agent, receive and run_torchrun run with the env's Python after launch's preflight found a working torch
@@ -47,6 +48,8 @@ How each reaches a host (the controller side, which reads these files as text, i
                                 stdin (launch/image_push.py)
     fetch_url.py                sent as `python -c` text with a URL, to one host per OS
                                 (lock_commands/metadata.py)
+    managed_state.py            sent as `sudo python3 -c` text over the preflight's connection: the digests
+                                of what the roles' manifests name (bootstrap/drift_probe.py)
 
 This module itself runs on the controller only: it finds the files and builds the text that is sent.
 """

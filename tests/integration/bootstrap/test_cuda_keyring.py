@@ -39,7 +39,7 @@ def sh(sandbox: Sandbox, script: str) -> str:
 
 
 def run_roles(sandbox: Sandbox) -> dict[str, object]:
-    result = bootstrap(sandbox, "-e", f"@{LOCK}", "--json", playbook=PLAYBOOK)
+    result = bootstrap(sandbox, "-e", f"@{LOCK}", "--json", "--full", playbook=PLAYBOOK)
     assert result.returncode == 0, result.stderr[-3000:]
     host: dict[str, object] = result.summary()["hosts"]["node1"]
     return host

@@ -65,7 +65,7 @@ def nodes(mixed_sandbox: Sandbox) -> Iterator[Sandbox]:
 
 
 def run_role(sandbox: Sandbox, *args: str) -> dict[str, dict[str, int]]:
-    result = bootstrap(sandbox, "-e", f"@{LOCK}", "--json", *args, playbook=PLAYBOOK)
+    result = bootstrap(sandbox, "-e", f"@{LOCK}", "--json", "--full", *args, playbook=PLAYBOOK)
     assert result.returncode == 0, result.stderr[-3000:]
     hosts: dict[str, dict[str, int]] = result.summary()["hosts"]
     assert all(host["failed"] == 0 for host in hosts.values()), hosts

@@ -22,7 +22,7 @@ DIGEST = "sha256:" + "ab" * 32
 def hosts_that_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every host passes its own checks, so the lock is preflight's only problem (exit 2, not 6 or 7)."""
 
-    def ready(host: hosts.Host, extravars: object) -> preflight.HostReport:
+    def ready(host: hosts.Host, extravars: object, also: object = None) -> preflight.HostReport:
         return preflight.HostReport(host.name, "Debian 12", (), ("debian", "12"))
 
     monkeypatch.setattr(preflight, "check_host", ready)

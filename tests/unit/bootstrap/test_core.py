@@ -6,7 +6,6 @@ preflight.run and ansible-runner are replaced by stand-ins, so these tests reach
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,23 +15,15 @@ from gpuprov import host_preflight as preflight
 from gpuprov import hosts
 from gpuprov.ansible import runs
 from gpuprov.ansible.arguments import Options
-from gpuprov.bootstrap import core
+from gpuprov.bootstrap import core, drift_probe
 from gpuprov.errors import ExitCode, GpuprovError
 from tests.unit.ansible import runner_stand_in
-
-
-@pytest.fixture
-def options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Options:
-    monkeypatch.setenv("GPUPROV_STATE_DIR", str(tmp_path / "state"))
-    inventory = tmp_path / "inventory.ini"
-    inventory.write_text("[gpu_nodes]\nnode1 ansible_host=192.0.2.10\nnode2 ansible_host=192.0.2.11\n")
-    return Options(inventory=inventory)
 
 
 def stand_ins(monkeypatch: pytest.MonkeyPatch, problems: dict[str, str]) -> list[Mapping[str, Any]]:
     """preflight.run finds `problems` (host -> message); Ansible (a stand-in) finds every host ok."""
 
-    def check(inventory: hosts.Inventory, extravars: Mapping[str, Any]) -> Any:
+    def check(inventory: hosts.Inventory, extravars: Mapping[str, Any], also: Any = None) -> Any:
         reports = [
             preflight.HostReport(
                 name,
@@ -44,6 +35,8 @@ def stand_ins(monkeypatch: pytest.MonkeyPatch, problems: dict[str, str]) -> list
         return reports, []
 
     monkeypatch.setattr(preflight, "run", check)
+    # The drift check's probe after the run reaches no host either (tests/unit/bootstrap/test_drift_run.py).
+    monkeypatch.setattr(drift_probe, "run_alone", lambda host, extravars: "no host in this test")
     ok = [("runner_on_ok", {"host": name, "task": "t", "res": {}}) for name in ("node1", "node2")]
     return runner_stand_in.install(monkeypatch, ok)
 
