@@ -116,7 +116,11 @@ def make_plan(checks: list[HostCheck], roles: RoleMap, all_hosts: Iterable[str])
     if not needy:
         return Plan([], [], checks)
     if any(c.full for c in checks):
-        return Plan(needy, [], checks)
+        # A full run plays every role, the cluster-wide ones too: they read every host of the play
+        # (slurm.conf's nodes, the firewall's peers, mpi's known_hosts), and slurm's and mpi's preflights
+        # refuse a play without the whole cluster. One ansible-playbook run cannot give hosts different
+        # tags: all go in full.
+        return Plan(list(all_hosts) if roles.cluster_wide else needy, [], checks)
     tags = sorted({tag for c in checks for role in c.drifted for tag in roles.tags_of[role]})
     if set(tags) & roles.cluster_wide:  # the role reads the whole play: every host takes part
         needy = list(all_hosts)
