@@ -19,7 +19,16 @@ from typing import Any
 from gpuprov.bootstrap.drift_records import Record
 from gpuprov.bootstrap.role_map import RoleMap
 
-IDENTITY_KEYS = ("kernel", "os_release", "machine_id", "nvidia_driver", "nvidia_devices")
+IDENTITY_KEYS = (
+    "kernel",
+    "os_release",
+    "machine_id",
+    "nvidia_driver",
+    "nvidia_devices",
+    "cpus",
+    "memory_kb",
+    "ipv4",
+)
 
 
 @dataclass

@@ -18,10 +18,12 @@ Python 3.6 parses and runs it (EL8's /usr/bin/python3): no dataclasses, no subpr
 
 import glob
 import hashlib
+import hmac
 import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -70,8 +72,15 @@ def file_digest(path: str) -> str:
     owner = f"{info.st_mode & 0o7777:o} {info.st_uid} {info.st_gid}"
     if os.path.isdir(path):
         return "dir " + owner
+    if not stat.S_ISREG(info.st_mode):  # a FIFO left in a user's folder would block root's read forever
+        return f"not a regular file ({stat.S_IFMT(info.st_mode):o}) {owner}"
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    # O_NONBLOCK and O_NOFOLLOW: a path swapped for a FIFO or a link after the lstat above is not waited on
+    # or followed (the read fails, and a failed probe is a full run).
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return f"not a regular file {owner}"
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return f"sha256:{digest.hexdigest()} {owner}"
@@ -302,13 +311,49 @@ def identity(fields: Dict[str, str]) -> Dict[str, Any]:
             return ""
 
     release = "\n".join(f"{k}={fields[k]}" for k in sorted(fields))
+    # machine-id(5): the ID is confidential; an application uses a keyed hash of it, its own ID with it.
+    machine = hmac.new(first_line("/etc/machine-id").encode(), b"gpuprov drift check", "sha256").hexdigest()
     return {
         "kernel": os.uname().release,
         "os_release": hashlib.sha256(release.encode()).hexdigest(),
-        "machine_id": first_line("/etc/machine-id"),
+        "machine_id": machine,
         "nvidia_driver": first_line("/sys/module/nvidia/version"),
         "nvidia_devices": sorted(glob.glob("/dev/nvidia[0-9]*")),
+        # What the cluster-wide roles render from this host's facts into the other hosts' files (slurm.conf's
+        # NodeName line: CPUs, RealMemory, NodeAddr; the firewall's peers and mpi's known_hosts: addresses).
+        "cpus": os.cpu_count(),
+        "memory_kb": meminfo_total_kb(),
+        "ipv4": local_ipv4(),
     }
+
+
+def meminfo_total_kb() -> int:
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def local_ipv4() -> List[str]:
+    """The host's own IPv4 addresses but loopback: /proc/net/fib_trie's "/32 host LOCAL" entries, each after
+    the line that names its address (the kernel's local table, which `ip route show table local` lists)."""
+    found: Set[str] = set()
+    try:
+        with open("/proc/net/fib_trie") as handle:
+            last = ""
+            for line in handle:
+                text = line.strip()
+                if text.startswith(("|--", "+--")):
+                    last = text.split()[1]
+                elif text == "/32 host LOCAL" and last and not last.startswith("127."):
+                    found.add(last)
+    except (OSError, IndexError):
+        return []
+    return sorted(found)
 
 
 def collect(managed_dir: str = MANAGED_DIR) -> Dict[str, Any]:

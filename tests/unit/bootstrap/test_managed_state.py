@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -153,7 +154,37 @@ def test_collect_digests_every_role_and_one_broken_manifest_spoils_only_its_role
         "machine_id",
         "nvidia_driver",
         "nvidia_devices",
+        "cpus",
+        "memory_kb",
+        "ipv4",
     }
+    assert len(report["identity"]["machine_id"]) == 64  # a keyed hash, never the id itself (machine-id(5))
+
+
+def test_a_fifo_is_named_not_read(tmp_path: Path) -> None:
+    """A FIFO in a listed file's place (a user's ~/.openmpi) would block root's read: its type is digested."""
+    fifo = tmp_path / "mca-params.conf"
+    os.mkfifo(fifo)
+    assert probe.file_digest(str(fifo)).startswith("not a regular file (10000) ")
+
+
+def test_the_local_ipv4_addresses_from_the_kernels_local_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trie = (
+        "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n"
+        "     |-- 10.1.0.7\n        /32 host LOCAL\n     |-- 10.1.0.255\n        /32 link BROADCAST\n"
+        "Local:\n     |-- 127.0.0.1\n        /32 host LOCAL\n     |-- 10.1.0.7\n        /32 host LOCAL\n"
+    )
+    real_open = open
+
+    def fake_open(path: str, *args: Any, **kwargs: Any) -> Any:
+        if path == "/proc/net/fib_trie":
+            return io.StringIO(trie)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", fake_open)
+    assert probe.local_ipv4() == ["10.1.0.7"]
 
 
 def test_a_failing_tool_spoils_every_role_not_just_one(
