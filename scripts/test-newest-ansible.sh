@@ -2,9 +2,10 @@
 # The newest-Ansible lane: gpuprov on the newest ansible-core it supports (2.21, with the `ansible` package 14),
 # which needs Python >= 3.12, so it runs in a Debian 13 (python3 3.13) controller container. In it: the unit
 # tests (in the background, beside the steps after them), ansible-lint, `ansible-playbook --syntax-check
-# playbooks/site.yml`, and `gpuprov bootstrap` of a 1-node debian12 sandbox, then its no-op re-run
-# (changed=0). Any DEPRECATION WARNING in the bootstrap output fails the lane. scripts/test.sh runs the whole
-# suite on the host's ansible-core (2.19 on Debian 12) first.
+# playbooks/site.yml`, and `gpuprov bootstrap` of a 1-node debian12 sandbox, then its no-op re-run through
+# Ansible (`--full`: changed=0) and one through the drift check (no drift, no Ansible run). Any DEPRECATION
+# WARNING in the bootstrap output fails the lane. scripts/test.sh runs the whole suite on the host's
+# ansible-core (2.19 on Debian 12) first.
 #
 # The controller image has what the local tests need on a controller besides Python: gpg and gpg-agent (the
 # nvidia_repository entry tests make keys) and iproute2 (setup's network facts, which network_tuning's peer
@@ -139,19 +140,25 @@ docker run --rm --name "gpuprov-$NAME-controller" --network "gpuprov-$NAME" \
     echo "== ansible-playbook --syntax-check (settings from ./ansible.cfg), at $SECONDS s"
     ansible-playbook -i localhost, --syntax-check playbooks/site.yml
 
-    echo "== gpuprov bootstrap of a 1-node debian12 sandbox, then its no-op re-run, at $SECONDS s"
-    for run in first again; do
-      if ! gpuprov bootstrap --json "$INVENTORY" >"/tmp/$run.json" 2>"/tmp/$run.err"; then
-        cat "/tmp/$run.err" >&2; echo "error: the $run bootstrap failed" >&2; exit 1
+    echo "== gpuprov bootstrap of a 1-node debian12 sandbox, its no-op re-run through Ansible (--full), then" \
+      "one through the drift check, at $SECONDS s"
+    for run in first again:--full nodrift; do
+      name=${run%%:*}; option=${run#"$name"}; option=${option#:}
+      if ! gpuprov bootstrap --json $option "$INVENTORY" >"/tmp/$name.json" 2>"/tmp/$name.err"; then
+        cat "/tmp/$name.err" >&2; echo "error: the $name bootstrap failed" >&2; exit 1
       fi
     done
-    python3 - /tmp/again.json <<"EOF"
+    python3 - /tmp/again.json /tmp/nodrift.json <<"EOF"
 import json, sys
 summary = json.load(open(sys.argv[1]))
 changed = {host: h["changed"] for host, h in summary["hosts"].items() if h["changed"]}
-if changed:
-    sys.exit(f"error: the re-run changed something: {changed}")
-print(f"the re-run changed nothing on {len(summary["hosts"])} host(s)")
+if changed or summary["ansible_rc"] != 0:
+    sys.exit(f"error: the --full re-run changed something: {changed} (ansible rc {summary["ansible_rc"]})")
+print(f"the --full re-run changed nothing on {len(summary["hosts"])} host(s)")
+nodrift = json.load(open(sys.argv[2]))
+if nodrift["ansible_rc"] is not None or any(h["changed"] for h in nodrift["hosts"].values()):
+    sys.exit(f"error: the drift check found drift after a no-op run: {nodrift.get("drift")}")
+print(f"the drift check found no drift and ran no Ansible on {len(nodrift["hosts"])} host(s)")
 EOF
     if grep -n "DEPRECATION WARNING" /tmp/*.err "$GPUPROV_STATE_DIR"/runs/*/stdout; then
       echo "error: deprecation warnings in the bootstrap output (above)" >&2; exit 1
