@@ -463,6 +463,8 @@ def split(bench: Bench, tools: Sequence[str]) -> None:
     stock = median(bench, "stock", NODES)
     for tool in (t for t in tools if t != "stock"):
         m = median(bench, tool, NODES)
+        if m.controller <= CONTROLLER_CPU_TARGET * stock.controller:  # met: nothing has to fall
+            continue
         room = CONTROLLER_CPU_TARGET * stock.controller - (m.controller - m.workers)
         print(
             f"to reach {CONTROLLER_CPU_TARGET:.2f}, {TOOLS[tool]}'s workers "
