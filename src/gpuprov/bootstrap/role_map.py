@@ -13,6 +13,7 @@ on every host of the inventory, not only the drifted ones, so that its view of t
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -43,9 +44,15 @@ class RoleMap:
 
 
 def load(playbook: Path, roles_path: Path, code_digest: str) -> RoleMap:
-    """build()'s map, kept in the state dir under the digest of roles/ and playbooks/ (reading every role's
-    YAML costs about 0.3 CPU-s, more than the rest of a no-drift re-run on the controller)."""
-    cache = paths.state_dir() / "drift" / f"roles-{code_digest[:32]}.json"
+    """build()'s map, kept in the state dir under the digest of roles/ and playbooks/ and of the playbook run
+    (reading every role's YAML costs about 0.3 CPU-s, more than the rest of a no-drift re-run on the
+    controller). The playbook is in the key: another one (a test's, outside playbooks/) tags other roles."""
+    try:
+        played = playbook.read_bytes()
+    except OSError:
+        played = b""
+    key = hashlib.sha256(f"{code_digest}\n{playbook.resolve()}\n".encode() + played).hexdigest()[:32]
+    cache = paths.state_dir() / "drift" / f"roles-{key}.json"
     try:
         data = json.loads(cache.read_text())
         return RoleMap(

@@ -222,3 +222,16 @@ def test_the_fingerprint_follows_the_inventory_vars_and_extra_vars(tmp_path: Pat
     assert base != fingerprint.for_host(fingerprint.shared(inventory, {}, other_playbook), host, {})
     lookup = dataclasses.replace(host, vars={"key": "{{ lookup('file', '/etc/key') }}"})
     assert fingerprint.for_host(fingerprint.shared(inventory, {}, SITE), lookup, {}) is None
+
+
+def test_the_kept_role_map_is_per_playbook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A playbook without site.yml's tags (a test's own) must not leave its empty map for site.yml's runs:
+    CI's first try of the drift check ran every role in full after one such run had filled the cache."""
+    monkeypatch.setenv("GPUPROV_STATE_DIR", str(tmp_path / "state"))
+    other = tmp_path / "play.yml"
+    other.write_text("- hosts: all\n  tasks:\n    - ansible.builtin.ping:\n")
+    roles, code = resources.data_dir("roles"), fingerprint.code()
+    assert role_map.load(other, roles, code).tags_of["nccl"] == set()
+    assert role_map.load(SITE, roles, code).tags_of["nccl"] == {"nccl"}
+    assert role_map.load(SITE, roles, code).tags_of["nccl"] == {"nccl"}  # read back from the state dir
+    assert len(list((tmp_path / "state" / "drift").glob("roles-*.json"))) == 2
