@@ -163,7 +163,7 @@ EOF
     if grep -n "DEPRECATION WARNING" /tmp/*.err "$GPUPROV_STATE_DIR"/runs/*/stdout; then
       echo "error: deprecation warnings in the bootstrap output (above)" >&2; exit 1
     fi
-    echo "no deprecation warning in either bootstrap, at $SECONDS s"
+    echo "no deprecation warning in the bootstraps, at $SECONDS s"
 
     tests_rc=0
     wait "$tests" || tests_rc=$?
