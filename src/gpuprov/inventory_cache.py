@@ -30,7 +30,6 @@ import importlib.util
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -202,16 +201,7 @@ def _write(store: Path, key: str, inventory: hosts.Inventory) -> None:
         "hosts": [_entry(host) for host in inventory.hosts],
     }
     try:
-        store.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, temporary = tempfile.mkstemp(dir=store.parent, prefix=".inventory-")  # created 0600
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(record, out)
-            os.replace(temporary, store)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        paths.write_private_json(store, record)
     except (OSError, TypeError, ValueError):
         return  # not kept: the next launch loads the inventory again
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from gpuprov.errors import BadInput, EnvironmentProblem
 
@@ -95,3 +98,19 @@ def _usable(path: Path, source: str) -> Path:
     except OSError as exc:  # a name too long, a loop of links
         raise BadInput(f"{what}: {exc.strerror or exc}; point {source} at a directory") from None
     return path
+
+
+def write_private_json(path: Path, data: Any, **dump: Any) -> None:
+    """Replace path with data as JSON in one step: the file 0600 (mkstemp's), its folder 0700 when made here,
+    never half a file and no temporary one left behind. OSError (or json's TypeError/ValueError) when it
+    cannot; `dump` goes to json.dump (sort_keys, default)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(data, out, **dump)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

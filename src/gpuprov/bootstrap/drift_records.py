@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,16 +72,7 @@ def write(inventory: Path, host: str, record: Record, root: Path | None = None) 
     """Store the host's record (atomically); returns why it could not be written, else None."""
     target = _file(inventory, host, root)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".record-")
-        try:
-            with os.fdopen(handle, "w") as out:  # mkstemp made it 0600
-                json.dump({**record.as_dict(), "host": host}, out, sort_keys=True)
-            os.replace(temporary, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        paths.write_private_json(target, {**record.as_dict(), "host": host}, sort_keys=True)
     except OSError as exc:
         return f"{target}: {exc.strerror or exc}"
     return None

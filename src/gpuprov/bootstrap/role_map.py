@@ -15,9 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -62,15 +60,8 @@ def load(playbook: Path, roles_path: Path, code_digest: str) -> RoleMap:
         pass
     found = build(playbook, roles_path)
     with contextlib.suppress(OSError):  # not kept: the next run builds it again
-        cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle, temporary = tempfile.mkstemp(dir=cache.parent, prefix=".roles-")
-        with os.fdopen(handle, "w") as out:
-            json.dump(
-                {k: sorted(v) if isinstance(v, set) else v for k, v in asdict(found).items()},
-                out,
-                default=sorted,
-            )
-        os.replace(temporary, cache)
+        kept = {k: sorted(v) if isinstance(v, set) else v for k, v in asdict(found).items()}
+        paths.write_private_json(cache, kept, default=sorted)
     return found
 
 
