@@ -58,9 +58,7 @@ def run(
     """Check every host in parallel, then the lock; returns per-host reports and the lock's problems."""
     outcomes = ssh.fan_out(
         inventory.hosts,
-        (lambda host: check_host(host, extravars))
-        if also is None
-        else lambda h: check_host(h, extravars, also),
+        lambda host: check_host(host, extravars, also),
         timeout=HOST_TIMEOUT_S,
     )
     reports = [_timed_out(o.item) if isinstance(o.error, ssh.TimedOut) else o.get() for o in outcomes]

@@ -23,7 +23,9 @@ GPUS = {
 
 
 def preflight(monkeypatch: pytest.MonkeyPatch, stack: Any) -> tuple[list[host_preflight.HostReport], Any]:
-    def check_host(host: hosts.Host, extravars: Mapping[str, Any]) -> host_preflight.HostReport:
+    def check_host(
+        host: hosts.Host, extravars: Mapping[str, Any], also: object = None
+    ) -> host_preflight.HostReport:
         return host_preflight.HostReport(
             host.name, "Debian GNU/Linux 12", (), ("debian", "12"), GPUS[host.name]
         )

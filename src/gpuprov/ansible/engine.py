@@ -163,13 +163,16 @@ def _apply(run: Run) -> dict[str, Any]:
 def _without_ansible(run: Run) -> dict[str, Any]:
     """The end of a run whose checks found nothing for Ansible to do: every host ok, nothing changed."""
     run.summary["ansible_rc"] = None
-    run.summary["hosts"] = {
-        name: HostState(name).as_dict() | {"status": "ok"} for name in run.inventory.names
-    }
+    run.summary["hosts"] = {name: untouched_host(name) for name in run.inventory.names}
     run.finish("ok", ExitCode.OK)
     console.info(f"Run directory (log, summary.json): {run.directory.path}")
     console.success(f"{run.title} finished on {len(run.inventory.names)} host(s) without an Ansible run")
     return run.summary
+
+
+def untouched_host(name: str) -> dict[str, Any]:
+    """The summary's entry for a host Ansible did not run on, as its checks found it: ok, nothing changed."""
+    return HostState(name).as_dict() | {"status": "ok"}
 
 
 def _estimator(run: Run, tracker: Tracker, live: bool) -> Estimator:

@@ -112,7 +112,7 @@ class DriftCheck:
         self._record(run, good)
         untouched = [h.name for h in self.all_hosts if h.name not in ran]
         for name in untouched:  # not in the run: the drift check found them as the last ok run left them
-            run.summary["hosts"][name] = HostState(name).as_dict() | {"status": "ok"}
+            run.summary["hosts"][name] = engine.untouched_host(name)
         if run.summary.get("tags") or untouched:  # carry the versions the roles did not verify this time
             found = run.summary.get("versions", {})
             recorded = _recorded_versions(run, [h.name for h in self.all_hosts])

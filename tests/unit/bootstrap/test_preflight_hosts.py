@@ -16,7 +16,9 @@ from gpuprov import hosts
 def test_a_hanging_host_is_an_ssh_problem_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
 
-    def check_host(host: hosts.Host, extravars: Mapping[str, Any]) -> preflight.HostReport:
+    def check_host(
+        host: hosts.Host, extravars: Mapping[str, Any], also: object = None
+    ) -> preflight.HostReport:
         if host.name == "node2":
             release.wait(10)
         return preflight.HostReport(host.name, "Debian GNU/Linux 12", ())
