@@ -77,7 +77,9 @@ def test_limit_without_an_inventory_is_bad_input(tmp_path: Path) -> None:
 def fake_hosts(monkeypatch: pytest.MonkeyPatch, gpus: Mapping[str, tuple[PciGpu, ...]]) -> list[str]:
     seen: list[str] = []
 
-    def check_host(host: hosts.Host, extravars: Mapping[str, Any]) -> host_preflight.HostReport:
+    def check_host(
+        host: hosts.Host, extravars: Mapping[str, Any], also: object = None
+    ) -> host_preflight.HostReport:
         seen.append(host.name)
         assert extravars == {"gpu_stack": CUDA13}  # the LOCK file's, whatever the inventory says
         return host_preflight.HostReport(
