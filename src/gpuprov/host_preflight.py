@@ -243,25 +243,32 @@ def check_os(os_release: str) -> tuple[str, str | None]:
     return shown, None
 
 
+def sudo_command(
+    host: hosts.Host, extravars: Mapping[str, Any], user: str, command: str
+) -> tuple[str, bytes | None]:
+    """`command` under sudo as `user`, and its stdin: the become password (-S) when the run or inventory has
+    one, else nothing (-n: sudo fails rather than ask)."""
+    password = extravars.get("ansible_become_password") or host.become_password
+    if password:
+        return f"sudo -S -p '' -u {shlex.quote(user)} {command}", f"{password}\n".encode()
+    return f"sudo -n -u {shlex.quote(user)} {command}", None
+
+
 def check_become(client: ssh.Client, host: hosts.Host, extravars: Mapping[str, Any]) -> str | None:
     """None when the host's become (sudo) works, else what is wrong."""
     method = str(extravars.get("ansible_become_method") or host.become_method)
     if method != "sudo":
         return None  # only sudo is checked; other methods are left to Ansible
     user = str(extravars.get("ansible_become_user") or host.become_user)
-    password = extravars.get("ansible_become_password") or host.become_password
-    target = shlex.quote(user)
-    if password:
-        result = ssh.run(
-            client, f"sudo -S -p '' -u {target} true", COMMAND_TIMEOUT_S, stdin=f"{password}\n".encode()
-        )
+    line, stdin = sudo_command(host, extravars, user, "true")
+    result = ssh.run(client, line, COMMAND_TIMEOUT_S, stdin=stdin)
+    if stdin is not None:
         if result.rc != 0:
             return (
                 f"sudo -u {user} as {host.user} failed with the inventory's become password "
                 f"({_last_line(result.stderr)}); check ansible_become_password and the sudoers entry"
             )
         return None
-    result = ssh.run(client, f"sudo -n -u {target} true", COMMAND_TIMEOUT_S)
     if result.rc != 0:
         return (
             f"sudo -u {user} as {host.user} needs a password or is not allowed "

@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from gpuprov import hosts, onhost, ssh
+from gpuprov import host_preflight, hosts, onhost, ssh
 from gpuprov.errors import GpuprovError
 
 PROBE_TIMEOUT_S = 120  # every tool in the probe has 60 s; dpkg-query and systemctl answer in well under 1 s
@@ -27,10 +27,7 @@ def interpreter(host: hosts.Host) -> str:
 def command(host: hosts.Host, extravars: Mapping[str, Any]) -> tuple[str, bytes | None]:
     """The shell command and its stdin (the become password, when there is one)."""
     program = onhost.python_command(interpreter(host), onhost.text("managed_state.py"))
-    password = extravars.get("ansible_become_password") or host.become_password
-    if password:
-        return f"sudo -S -p '' -u root {program}", f"{password}\n".encode()
-    return f"sudo -n -u root {program}", None
+    return host_preflight.sudo_command(host, extravars, "root", program)
 
 
 def run(client: ssh.Client, host: hosts.Host, extravars: Mapping[str, Any]) -> dict[str, Any] | str:
