@@ -169,4 +169,11 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # End without Python's interpreter teardown: a gloo or autograd worker thread that frees a Python
+    # object during Py_FinalizeEx can still abort a rank whose work is done ("terminate called without an
+    # active exception", SIGABRT; pytorch#117762, pytorch#190489, open for torch 2.13). The barrier above
+    # made it rare; this ending rules it out. Everything the run writes is flushed or closed by now.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

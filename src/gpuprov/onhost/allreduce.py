@@ -130,3 +130,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # No interpreter teardown: it can abort a gloo rank after its work is done (pytorch#117762,
+    # pytorch#190489; see bench_node.exit_without_teardown).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
