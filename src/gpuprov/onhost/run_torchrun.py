@@ -8,6 +8,14 @@ after the agent's SIGTERM. Nothing of the job depends on it: by the time main() 
 torchrun has stopped its workers (SIGTERM to each rank, SIGKILL after its own grace period, as it does when
 it gets SIGTERM itself), and its log lines are flushed below.
 
+On a node other than the master (static rendezvous, torchrun's default), main() is called only once the
+master's rendezvous port accepts a TCP connection (or after MASTER_WAIT_S): torchrun's own client, when
+refused because the master's torchrun is still importing torch, retries only after a back-off, and a job
+whose nodes all start at once (as gpuprov starts them) then paid about half a second before every first
+line in about half the 2-node sandbox runs; the test connection is opened and closed before the store is
+used, which the store's server takes as a client that left (docs/launch.md, "How a launch is put
+together").
+
 Exit codes are those of `python -m torch.distributed.run`: 0, the SystemExit code (argparse: 2), or 1
 with the traceback on stderr for any other exception (a failed rank's ChildFailedError, a SignalException);
 130 for KeyboardInterrupt.
@@ -19,8 +27,11 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import socket
 import sys
+import time
 import traceback
+from typing import Any, NoReturn
 
 
 def exit_code(exc: SystemExit) -> int:
@@ -33,12 +44,55 @@ def exit_code(exc: SystemExit) -> int:
     return 1
 
 
+MASTER_WAIT_S = 60.0  # then torchrun's own connect (and its timeout) takes over
+MASTER_POLL_S = 0.02
+
+
+def master_to_wait_for(run_module: Any, argv: list[str]) -> tuple[str, int] | None:
+    """The master's address and port when this node should wait for it: a static rendezvous (no
+    --rdzv-backend, or static), not --standalone, --node-rank other than 0. Read with torchrun's own
+    parser (its errors and --help are left to main())."""
+    get_args_parser = getattr(run_module, "get_args_parser", None)  # torch 1.10+
+    if get_args_parser is None or "-h" in argv or "--help" in argv:
+        return None
+    parser = get_args_parser()
+
+    def refuse(message: str) -> NoReturn:
+        raise ValueError(message)
+
+    parser.error = refuse  # main() reports bad arguments, once
+    try:
+        args = parser.parse_args(argv)
+    except (ValueError, SystemExit):
+        return None
+    if args.standalone or args.rdzv_backend != "static" or int(args.node_rank) == 0:
+        return None
+    return str(args.master_addr), int(args.master_port)
+
+
+def wait_for_master(address: tuple[str, int], limit_s: float = MASTER_WAIT_S) -> bool:
+    """Until a TCP connection to address is accepted (True) or limit_s has passed (False)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            socket.create_connection(address, timeout=1).close()
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(MASTER_POLL_S)
+
+
 def run() -> int:
     # As with `python -m`: the job's work directory (the current one) is first on sys.path, not this
     # file's directory (the job directory, with agent.py and run.sh).
     sys.path[0] = os.getcwd()
     try:
-        importlib.import_module("torch.distributed.run").main()
+        run_module = importlib.import_module("torch.distributed.run")
+        master = master_to_wait_for(run_module, sys.argv[1:])
+        if master is not None:
+            wait_for_master(master)
+        run_module.main()
     except SystemExit as exc:
         return exit_code(exc)
     except KeyboardInterrupt:  # `python -m` would end by SIGINT: the shell's 130

@@ -1,12 +1,20 @@
 """run_torchrun.py, run here as the hosts run it, against a torch.distributed.run of the test's own (a
-package on PYTHONPATH with a main() that does what each test needs): the exit codes of `python -m`, and
-no waiting for what Python's teardown would wait for."""
+package on PYTHONPATH with a main() that does what each test needs): the exit codes of `python -m`, no
+waiting for what Python's teardown would wait for, and a node other than the master waiting for the
+master's port before main().
+
+The stand-in's get_args_parser() has the options of torch 2.13's torch/distributed/run.py that the wait
+reads, with their names, aliases and defaults there (--rdzv-backend default "static", --standalone,
+--node-rank, --master-addr, --master-port, the script and REMAINDER arguments); the sandbox's nodes run
+the real one (tests/integration/launch)."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,12 +23,32 @@ from gpuprov.onhost import run_torchrun
 SOURCE = Path(run_torchrun.__file__)
 
 
-def _run(tmp_path: Path, main_body: str, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+PARSER = """
+from argparse import REMAINDER, ArgumentParser
+
+def get_args_parser():
+    parser = ArgumentParser()
+    parser.add_argument("--nnodes", default="1:1")
+    parser.add_argument("--rdzv-backend", "--rdzv_backend", default="static")
+    parser.add_argument("--standalone", action="store_true")
+    parser.add_argument("--node-rank", "--node_rank", type=int, default=0)
+    parser.add_argument("--master-addr", "--master_addr", default="127.0.0.1")
+    parser.add_argument("--master-port", "--master_port", type=int, default=29500)
+    parser.add_argument("training_script")
+    parser.add_argument("training_script_args", nargs=REMAINDER)
+    return parser
+"""
+
+
+def _run(
+    tmp_path: Path, main_body: str, *args: str, parser: bool = False
+) -> tuple[subprocess.CompletedProcess[str], float]:
     package = tmp_path / "lib" / "torch" / "distributed"
     package.mkdir(parents=True)
     (tmp_path / "lib" / "torch" / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
-    (package / "run.py").write_text("import sys, threading, time\n\ndef main():\n" + main_body)
+    text = "import sys, threading, time\n\ndef main():\n" + main_body + (PARSER if parser else "")
+    (package / "run.py").write_text(text)
     work = tmp_path / "work"
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "lib")}
@@ -67,3 +95,50 @@ def test_system_exit_codes(tmp_path: Path) -> None:
 def test_system_exit_with_a_message(tmp_path: Path) -> None:
     proc, _ = _run(tmp_path, "    sys.exit('bad --nnodes')\n")
     assert proc.returncode == 1 and proc.stderr == "bad --nnodes\n"
+
+
+def _listener() -> socket.socket:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    return server
+
+
+def test_a_node_other_than_the_master_starts_torchrun_once_the_master_listens(tmp_path: Path) -> None:
+    server = _listener()
+    port = server.getsockname()[1]
+    threading.Timer(1.0, server.listen).start()  # the master's torchrun, still importing torch
+    body = "    print('main', time.monotonic(), flush=True)\n"
+    args = ("--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port", str(port))
+    proc, took = _run(tmp_path, body, *args, "train.py", "--epochs", "1", parser=True)
+    server.close()
+    assert proc.returncode == 0, proc.stderr
+    assert 1.0 <= took < 15  # main() came after the port opened, not before
+
+
+def test_the_master_and_a_standalone_or_c10d_node_do_not_wait(tmp_path: Path) -> None:
+    server = _listener()  # bound, never listening: a node that waited would wait MASTER_WAIT_S
+    port = str(server.getsockname()[1])
+    cases = [
+        ("--node-rank", "0", "--master-port", port),
+        ("--standalone", "--node-rank", "1", "--master-port", port),
+        ("--rdzv-backend", "c10d", "--node-rank", "1", "--master-port", port),
+    ]
+    for number, args in enumerate(cases):
+        proc, took = _run(tmp_path / str(number), "    print('main')\n", *args, "train.py", parser=True)
+        assert proc.returncode == 0 and proc.stdout == "main\n", proc.stderr
+        assert took < 15
+    server.close()
+
+
+def test_arguments_torchrun_refuses_are_left_to_it(tmp_path: Path) -> None:
+    body = "    sys.exit('torchrun: error: bad arguments')\n"
+    proc, _ = _run(tmp_path, body, "--node-rank", "x", "train.py", parser=True)
+    assert proc.returncode == 1 and proc.stderr == "torchrun: error: bad arguments\n"
+
+
+def test_the_wait_ends_at_its_limit() -> None:
+    server = _listener()
+    began = time.monotonic()
+    assert not run_torchrun.wait_for_master(server.getsockname(), limit_s=0.3)
+    assert 0.3 <= time.monotonic() - began < 5
+    server.close()
