@@ -1,7 +1,8 @@
 """`gpuprov launch` from options to a finished (or detached) job.
 
-plan (options, hosts, preflight, per-host scripts) -> record the job -> push (one channel per host,
-unchanged files skipped) -> once every host has its files, the same channel starts the host's agent ->
+plan (options, hosts, preflight with each host's push of files into its store beside it, per-host
+scripts) -> record the job -> push the job's part (on the push's channel: the job's directory, run.sh) ->
+once every host has its files, the same channel starts the host's agent ->
 detached: return; attached: stream, fail fast, report. Each host costs one SSH connection, opened as soon
 as the hosts are chosen (connect_ahead.py, while this module loads), taken by preflight and used to the end.
 """
@@ -106,7 +107,8 @@ def _push_all(the_plan: Plan, job: jobs.Job, opts: LaunchOptions) -> dict[str, p
         }
         # The master holds its port from here to the job's end: a launch racing this one is refused now.
         claim = the_plan.checks.master_port if check is the_plan.checks.checks[0] else None
-        return push.push(name, check.client, check.python, job.remote_dir, payload, extra, claim)
+        ahead = the_plan.ahead.get(name)
+        return push.push(name, check.client, check.python, job.remote_dir, payload, extra, claim, ahead)
 
     outcomes = ssh.fan_out(the_plan.checks.checks, one)
     deliveries = {o.item.host.name: o.value for o in outcomes if o.value is not None}

@@ -39,6 +39,7 @@ class Plan:
     payload: push.Payload
     launcher: Launcher
     ib_hosts: dict[str, list[str]] = field(default_factory=dict)  # --image: hosts with IB -> their devices
+    ahead: dict[str, push.Ahead] = field(default_factory=dict)  # each host's push, started beside preflight
 
 
 def host_env(
@@ -134,16 +135,29 @@ def plan(opts: LaunchOptions) -> Plan:
 
         environment.pushed_id = image_delivery.push_missing(selected, environment.image).image_id
     console.step(f"Preflight on {len(selected)} host(s): {', '.join(h.name for h in selected)}")
+    ahead: dict[str, push.Ahead] = {}
+
+    def push_ahead(check: preflight.HostCheck) -> None:
+        assert check.client is not None
+        choose = environment.python_choice(check.host)
+        ahead[check.host.name] = push.Ahead(check.host.name, check.client, choose, payload)
+
     try:
         checks = preflight.run(
-            selected, master_addr, opts.master_port, opts.nproc, environment, launcher, opts.env
-        )
+            selected, master_addr, opts.master_port, opts.nproc, environment, launcher, opts.env,
+            connected=None if opts.dry_run else push_ahead,
+        )  # fmt: skip
     except preflight.PreflightFailed as exc:
+        _cancel(ahead)
         if len(exc.problems) > 1:
             _problem_table(exc.problems, [h.name for h in selected])
         raise
+    except BaseException:
+        _cancel(ahead)
+        raise
     template_problems = interfaces.template_problems(checks.checks, templates)
     if template_problems:
+        _cancel(ahead)
         checks.close()
         raise preflight.PreflightFailed(template_problems)
     job_id = jobs.new_id()
@@ -160,6 +174,7 @@ def plan(opts: LaunchOptions) -> Plan:
             for name, cmd in commands.items()
         }
     except BaseException:
+        _cancel(ahead)
         checks.close()
         raise
     for check in checks.checks:
@@ -168,7 +183,13 @@ def plan(opts: LaunchOptions) -> Plan:
             f"{check.gpus} GPU(s) -> {check.nproc} process(es)"
         )
     ib_hosts = environment.ib_hosts() if isinstance(environment, ContainerImage) else {}
-    return Plan(job_id, selected, checks, commands, scripts, payload, launcher, ib_hosts)
+    return Plan(job_id, selected, checks, commands, scripts, payload, launcher, ib_hosts, ahead)
+
+
+def _cancel(ahead: dict[str, push.Ahead]) -> None:
+    """The pushes started beside a preflight that failed: each host's receive.py ends, no job dir made."""
+    for one in ahead.values():
+        one.cancel()
 
 
 def _problem_table(problems: list[str], names: list[str]) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -122,12 +123,14 @@ def run(
     environment: Environment | None = None,
     launcher: Launcher | None = None,
     user_env: dict[str, str] | None = None,
+    connected: Callable[[HostCheck], None] | None = None,
 ) -> Preflight:
     """All checks; returns open SSH connections, or raises PreflightFailed with every problem.
 
     environment: what the ranks run in (default: the default environment, host-python); launcher: how they
     are started (default: torchrun), whose questions go first into each host's one command; user_env: the
-    job's --env variables (an NCCL_IB_HCA there is what NCCL will read)."""
+    job's --env variables (an NCCL_IB_HCA there is what NCCL will read); connected: work to start on a host's
+    connection as soon as it is open, beside its checks (the push's first part)."""
     if environment is None:
         from gpuprov.launch import environments
 
@@ -137,7 +140,9 @@ def run(
 
         launcher = launchers.by_name(launchers.DEFAULT)
     env, starter = environment, launcher
-    checks = ssh.values(ssh.fan_out(selected, lambda host: _check_host(host, env, starter, selected)))
+    checks = ssh.values(
+        ssh.fan_out(selected, lambda host: _check_host(host, env, starter, selected, connected))
+    )
     result = Preflight(checks, master_addr, master_port or 0)
     try:
         problems: list[Problem] = []
@@ -174,7 +179,11 @@ def run(
 
 
 def _check_host(
-    host: hosts.Host, environment: Environment, launcher: Launcher, selected: list[hosts.Host]
+    host: hosts.Host,
+    environment: Environment,
+    launcher: Launcher,
+    selected: list[hosts.Host],
+    connected: Callable[[HostCheck], None] | None = None,
 ) -> HostCheck:
     check = HostCheck(host, launcher_command=launcher.check_command(host, selected))
     try:
@@ -188,6 +197,8 @@ def _check_host(
     except GpuprovError as exc:  # the host key is unknown or changed
         check.problems.append(Problem(NOT_READY, exc.message))
         return check
+    if connected is not None:
+        connected(check)
     try:
         environment.check_host(check)
     except BadInput as exc:  # an inventory value (gpuprov_gpu_count)

@@ -8,6 +8,11 @@ Only regular files inside the workdir are pushed: a symlink is followed only whe
 inside the workdir (pushed as a copy of that file); one that leads outside it (to /etc/shadow, to
 ~/.ssh), dangles, or names a directory is skipped and listed. On the hosts, ~/.gpuprov and everything in
 it are private to the user (0700 directories, 0600 files): run.sh carries the job's --env values.
+
+A host's push starts beside its preflight (Ahead): once its SSH connection is open, receive.py runs on a
+second channel with the interpreter the environment's shell lines choose, and the files its store lacks
+go meanwhile. The job's directory, run.sh and the master port's hold come only after preflight passed, on
+the same channel; a failed preflight closes it, leaving nothing but complete files in the store.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,8 +140,106 @@ class Delivery:
         self.channel.close()
 
 
-def receive_command(python: str, job_dir: str) -> str:
-    return onhost.python_command(python, onhost.text("receive.py"), job_dir)
+def receive_command(python: str) -> str:
+    """receive.py with the given interpreter (quoted), which it names in its first answer."""
+    return onhost.python_command(python, onhost.text("receive.py"), python)
+
+
+def receive_command_choosing(choose_python: str) -> str:
+    """receive.py with the interpreter that shell lines choose into $py (an environment's
+    python_choice), which it names in its first answer: the controller can tell whether it is the one
+    preflight found."""
+    return f'{choose_python}\n"$py" -c {shlex.quote(onhost.text("receive.py"))} "$py"'
+
+
+@dataclass
+class Stored:
+    """receive.py on its channel with the payload in the host's store (steps 1-2), no job directory yet."""
+
+    channel: ssh.Channel
+    python: str  # the interpreter it runs with, as the command named it
+    stats: PushStats
+
+
+def store(host: str, client: ssh.Client, command: str, payload: Payload) -> Stored:
+    """Start receive.py (command), send the files its store lacks; GpuprovError when that fails."""
+    unique = {f.sha256: f for f in payload.files}
+    header = {"files": [[f.sha256, f.size, f.executable] for f in unique.values()]}
+    channel = None
+    try:
+        channel = ssh.open_channel(client, command, read_timeout=ANSWER_TIMEOUT_S)
+        channel.send(json.dumps(header).encode() + b"\n")
+        first = json.loads(channel.readline() or b"null")
+        if not isinstance(first, dict):
+            raise GpuprovError(f"{host}: cannot fill the file store ~/{STORE_DIR}: {_why(channel)}")
+        sent_bytes = 0
+        for sha in first["missing"]:
+            with unique[sha].path.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    channel.send(block)
+            sent_bytes += unique[sha].size
+        stored = json.loads(channel.readline() or b"null")
+        if not isinstance(stored, dict) or "stored" not in stored:
+            raise GpuprovError(f"{host}: copying the job's files into ~/{STORE_DIR} failed: {_why(channel)}")
+    except (ssh.SessionLost, ValueError, KeyError, TypeError) as exc:
+        if channel is not None:
+            channel.close()
+        why = exc.cause if isinstance(exc, ssh.SessionLost) else exc
+        raise GpuprovError(f"{host}: copying the job's files failed: {why}") from None
+    except BaseException:
+        if channel is not None:
+            channel.close()
+        raise
+    missing = len(first["missing"])
+    return Stored(channel, str(first["python"]), PushStats(missing, sent_bytes, len(unique) - missing))
+
+
+class Ahead:
+    """store() run ahead, in a thread of its own, while preflight checks the host on another channel.
+
+    The python it runs with is the environment's guess (its python_choice, the same shell lines preflight
+    runs); any failure, or a guess that differs from what preflight found, only means push() starts over
+    on a channel of its own, so the job's own messages come from there."""
+
+    def __init__(self, host: str, client: ssh.Client, choose_python: str, payload: Payload) -> None:
+        self.host = host
+        self._result: Stored | None = None
+        self._cancelled = False
+        self._lock = threading.Lock()
+        command = receive_command_choosing(choose_python)
+        self._thread = threading.Thread(
+            target=self._run, args=(client, command, payload), daemon=True, name=f"push-ahead-{host}"
+        )
+        self._thread.start()
+
+    def _run(self, client: ssh.Client, command: str, payload: Payload) -> None:
+        try:
+            stored = store(self.host, client, command, payload)
+        except BaseException:  # push() starts over; its own attempt reports what is wrong
+            return
+        with self._lock:
+            if self._cancelled:
+                stored.channel.close()
+            else:
+                self._result = stored
+
+    def take(self, python: str) -> Stored | None:
+        """Its stored files on their open channel when it ran with python; else None (closed)."""
+        self._thread.join()
+        with self._lock:
+            stored, self._result = self._result, None
+        if stored is not None and stored.python != python:
+            stored.channel.close()
+            return None
+        return stored
+
+    def cancel(self) -> None:
+        """Close its channel (now, or once it is done): receive.py ends having made no job directory."""
+        with self._lock:
+            self._cancelled = True
+            if self._result is not None:
+                self._result.channel.close()
+                self._result = None
 
 
 def push(
@@ -145,53 +250,47 @@ def push(
     payload: Payload,
     extra: dict[str, bytes],
     claim_port: int | None = None,
+    ahead: Ahead | None = None,
 ) -> Delivery:
     """Fill job_dir (relative to home) on the host: work/ from payload, the extra files beside it.
 
     claim_port (the master's): the host first takes this job's hold on the master port (onhost/receive.py);
-    BadInput when another gpuprov job on that host holds it.
+    BadInput when another gpuprov job on that host holds it. ahead: the same host's store() started
+    beside preflight; its channel is used when it ran with python.
 
-    One command (receive.py) and one exchange on it: the host says which files its store lacks, then gets
-    them and the extra files in one stream. The channel stays open; Delivery.start() starts the job on it.
+    One command (receive.py) per host: the files its store lacks (store(), unless ahead did it), then one
+    exchange that makes the job's directory from the store and the extra files. The channel stays open;
+    Delivery.start() starts the job on it.
     """
-    unique = {f.sha256: f for f in payload.files}
-    header: dict[str, object] = {
-        "files": [[f.sha256, f.size, f.rel, f.executable] for f in payload.files],
+    stored = ahead.take(python) if ahead is not None else None
+    if stored is None:
+        stored = store(host, client, receive_command(python), payload)
+    channel = stored.channel
+    job: dict[str, object] = {
+        "job_dir": job_dir,
+        "links": [[f.sha256, f.rel] for f in payload.files],
         "extra": [[name, len(data)] for name, data in extra.items()],
     }
     if claim_port is not None:  # the master: receive.py holds the port for this job until it ends
-        header["claim"] = claim_port
-    channel = None
+        job["claim"] = claim_port
     try:
-        channel = ssh.open_channel(client, receive_command(python, job_dir), read_timeout=ANSWER_TIMEOUT_S)
-        channel.send(json.dumps(header).encode() + b"\n")
-        wanted = json.loads(channel.readline() or b"null")
-        if not isinstance(wanted, list):
-            answer = _why(channel)
-            if answer.startswith("master port "):  # another job holds it: as preflight's "in use", bad input
-                raise BadInput(f"{host}: {answer}; nothing was started")
-            raise GpuprovError(f"{host}: cannot create ~/{job_dir}: {answer}")
-        sent_bytes = 0
-        for sha in wanted:
-            with unique[sha].path.open("rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    channel.send(block)
-            sent_bytes += unique[sha].size
+        channel.send(json.dumps(job).encode() + b"\n")
         for data in extra.values():
             channel.send(data)
         done = json.loads(channel.readline() or b"null")
         if not isinstance(done, dict) or not done.get("ok"):
-            raise GpuprovError(f"{host}: copying the job's files into ~/{job_dir} failed: {_why(channel)}")
+            answer = _why(channel)
+            if answer.startswith("master port "):  # another job holds it: as preflight's "in use", bad input
+                raise BadInput(f"{host}: {answer}; nothing was started")
+            raise GpuprovError(f"{host}: cannot create ~/{job_dir}: {answer}")
     except (ssh.SessionLost, ValueError) as exc:
-        if channel is not None:
-            channel.close()
+        channel.close()
         why = exc.cause if isinstance(exc, ssh.SessionLost) else exc
         raise GpuprovError(f"{host}: copying the job's files failed: {why}") from None
     except BaseException:
-        if channel is not None:
-            channel.close()
+        channel.close()
         raise
-    return Delivery(host, channel, PushStats(len(wanted), sent_bytes, len(unique) - len(wanted)))
+    return Delivery(host, channel, stored.stats)
 
 
 def _why(channel: ssh.Channel) -> str:

@@ -2,30 +2,34 @@
 
 Standard library only (it runs with the env's Python on the host, any Python >= 3.8), sent as the text of
 `python -c` on the one SSH channel that also carries the job afterwards: the push costs each host one
-command and one exchange on it, and starting the agent none of its own.
+command, started beside preflight's (launch/push.py, Ahead), and starting the agent none of its own.
 
-    python -c <this file> JOB_DIR          JOB_DIR relative to the user's home
+    python -c <this file> [PYTHON]     PYTHON: the interpreter as the command named it (echoed back)
 
-On stdin, one JSON line: {"files": [[sha256, size, rel, executable], ...], "extra": [[name, size], ...]};
-the program makes the store (~/.gpuprov/files) and the job's directories (all 0700), and answers on stdout
-with one JSON line: the sha256s not yet in the store. Then stdin carries, back to back, the bytes of those
-files (in that order) and of each extra file; each is checked against its sha256 (store files), stored
-beside and renamed (so a store file is whole or absent), hard-linked into JOB_DIR/work under its rel, and
-the extra files are written into JOB_DIR (0600: run.sh carries the job's --env values). It answers
-`{"ok": true}` and waits for one more line: `attach` or `start` runs `agent.py attach|start JOB_DIR` in
-this same process, on the same channel (as `python agent.py` would, without a second interpreter's start:
-about 0.03 CPU seconds per host before the job starts); end of input, or no line within START_WAIT_S,
-exits without starting anything (so no host starts the job before every host has received it, and a
-controller that vanished mid-push does not hold the master port for hours). A problem: one line on
-stderr, exit status 1.
+1. stdin: one JSON line, the store's part: {"files": [[sha256, size, executable], ...]}. The program makes
+   the store (~/.gpuprov/files, 0700) and answers on stdout {"python": PYTHON, "missing": [sha256, ...]}.
+2. stdin: the bytes of the missing files, back to back in that order; each is checked against its sha256,
+   stored beside and renamed (a store file is whole or absent). Answer: {"stored": N}.
+3. stdin, once preflight has passed: one JSON line, the job's part: {"job_dir": ".gpuprov/jobs/ID",
+   "links": [[sha256, rel], ...], "extra": [[name, size], ...]} (and "claim" on the master, below), then
+   the bytes of each extra file. The job's directories are made (0700), the extra files written into
+   JOB_DIR (0600: run.sh carries the job's --env values) and each stored file hard-linked into
+   JOB_DIR/work under its rel. Answer: {"ok": true}.
+4. stdin: one more line: `attach` or `start` runs `agent.py attach|start JOB_DIR` in this same process, on
+   the same channel (as `python agent.py` would, without a second interpreter's start: about 0.03 CPU
+   seconds per host before the job starts).
+End of input before step 3 (preflight failed, or the launch ended) exits 0 having made no job directory;
+before step 4, exits without starting anything (so no host starts the job before every host has received
+it). No line for step 3 or 4 within START_WAIT_S: exit 1, nothing started (a controller that vanished
+mid-launch does not hold the master port for hours). A problem: one line on stderr, exit status 1.
 
-On the master, the header also names the job's master port ("claim": PORT): before anything is written the
-program takes an exclusive lock on /tmp/gpuprov-master-port-PORT.lock (CLAIM_PATH) and keeps it, through
-the agent it becomes and the agent's supervisor (which inherits the descriptor), until the job has ended.
+On the master, the job's part also names the job's master port ("claim": PORT): before the job's directory
+is made the program takes an exclusive lock on /tmp/gpuprov-master-port-PORT.lock (CLAIM_PATH) and keeps
+it, through the agent it becomes and the agent's supervisor (which inherits the descriptor), until the job has ended.
 Two gpuprov jobs can never both hold one master port of one host (flock is atomic, so two launches whose
 preflights both found the port free cannot both start), and the lock goes with its processes (nothing
-stale after a crash). A port the lock shows taken: `master port PORT is taken by ...`, exit status 1,
-nothing written; the holder writes `PID JOB_ID` into the lock file where it owns the file, so the message
+stale after a crash). A port the lock shows taken: `master port PORT is taken by ...`, exit status 1, no
+job directory made; the holder writes `PID JOB_ID` into the lock file where it owns the file, so the message
 can name the job and its user.
 """
 
@@ -153,12 +157,15 @@ def claim_master_port(port: int, job_dir: str = "") -> int:
     return fd
 
 
-def _private_dirs(home: str, job_dir: str) -> None:
+def _private_dirs(home: str, *rels: str) -> None:
+    """Make each folder (under home) with everything above it up to ~/.gpuprov private to the user."""
     os.umask(0o077)
-    for rel in (STORE_DIR, job_dir + "/work", job_dir + "/ranks"):
+    for rel in rels:
         os.makedirs(os.path.join(home, rel), exist_ok=True)
-    for rel in (".gpuprov", STORE_DIR, JOBS_DIR, job_dir):
-        os.chmod(os.path.join(home, rel), 0o700)
+        parts = rel.split("/")
+        for depth in range(2, len(parts) + 1):  # .gpuprov is parts[0]; home itself is left alone
+            os.chmod(os.path.join(home, *parts[:depth]), 0o700)
+        os.chmod(os.path.join(home, parts[0]), 0o700)
 
 
 def _read_exactly(stream: object, size: int) -> bytes:
@@ -199,59 +206,77 @@ def _answer(value: object) -> None:
     sys.stdout.flush()
 
 
-def receive(job_dir: str) -> str:
-    """Fill the job's directory from stdin; return what to do next ('attach', 'start', or '' to stop)."""
+def store(named: str) -> None:
+    """Steps 1 and 2: the files the store lacks, asked for and stored (each whole or absent)."""
     home = os.path.expanduser("~")
     stdin = sys.stdin.buffer
     header = json.loads(stdin.readline())
-    if header.get("claim"):
-        claim_master_port(int(header["claim"]), job_dir)
-    _private_dirs(home, job_dir)
-    store = os.path.join(home, STORE_DIR)
-    present = set(os.listdir(store))
-    wanted = []
-    for sha, _, _, _ in header["files"]:
-        if sha not in present and sha not in wanted:
-            wanted.append(sha)
-    _answer(wanted)
-    sizes = {sha: size for sha, size, _, _ in header["files"]}
-    executable = {sha for sha, _, _, exe in header["files"] if exe}
-    for sha in wanted:
+    _private_dirs(home, STORE_DIR)
+    store_dir = os.path.join(home, STORE_DIR)
+    present = set(os.listdir(store_dir))
+    missing: list[str] = []
+    for sha, _, _ in header["files"]:
+        if sha not in present and sha not in missing:
+            missing.append(sha)
+    _answer({"python": named or sys.executable, "missing": missing})
+    sizes = {sha: size for sha, size, _ in header["files"]}
+    executable = {sha for sha, _, exe in header["files"] if exe}
+    for sha in missing:
         data = _read_exactly(stdin, sizes[sha])
         if hashlib.sha256(data).hexdigest() != sha:
             raise SystemExit("a file arrived damaged (its sha256 differs); launch again")
-        _write_new(os.path.join(store, sha), data, 0o700 if sha in executable else 0o600)
-    for name, size in header["extra"]:
+        _write_new(os.path.join(store_dir, sha), data, 0o700 if sha in executable else 0o600)
+    _answer({"stored": len(missing)})
+
+
+def fill(job: dict[str, object]) -> str:
+    """Step 3: the job's directory from the store and the extra files; the job's relative directory."""
+    home = os.path.expanduser("~")
+    stdin = sys.stdin.buffer
+    job_dir = str(job["job_dir"])
+    if not job_dir.startswith(JOBS_DIR + "/") or "/" in job_dir[len(JOBS_DIR) + 1 :] or ".." in job_dir:
+        raise SystemExit("refusing a job directory outside ~/" + JOBS_DIR + ": " + job_dir)
+    if job.get("claim"):
+        claim_master_port(int(job["claim"]), job_dir)  # type: ignore[call-overload]
+    _private_dirs(home, job_dir + "/work", job_dir + "/ranks")
+    for name, size in job["extra"]:  # type: ignore[attr-defined]
         if "/" in name or name.startswith("."):
             raise SystemExit("refusing an extra file name: " + name)
         _write_new(os.path.join(home, job_dir, name), _read_exactly(stdin, size), 0o600)
-    work = os.path.join(home, job_dir, "work")
-    for sha, _, rel, _ in header["files"]:
-        _link(os.path.join(store, sha), work, rel)
-    _answer({"ok": True, "sent": len(wanted)})
-    return _next_line(stdin)
+    store_dir, work = os.path.join(home, STORE_DIR), os.path.join(home, job_dir, "work")
+    for sha, rel in job["links"]:  # type: ignore[attr-defined]
+        if not os.path.exists(os.path.join(store_dir, sha)):
+            raise SystemExit("a file the job needs is not in the store: " + rel)
+        _link(os.path.join(store_dir, sha), work, rel)
+    _answer({"ok": True})
+    return job_dir
 
 
-def _next_line(stdin: BinaryIO) -> str:
-    """The controller's next line, or exit 1 (the port's lock then goes) when none comes in time. select on
-    the descriptor sees it: the controller sends it only after this host's answer, so none of it can sit
-    in stdin's buffer already."""
+def _next_line(stdin: BinaryIO, what: str) -> bytes:
+    """The controller's next line (b'' at the end of input), or exit 1 (a held port's lock then goes) when
+    none comes in time. select on the descriptor sees it: the controller sends it only after this host's
+    last answer, so none of it can sit in stdin's buffer already."""
     wait_s = float(os.environ.get(START_WAIT_ENV) or START_WAIT_S)
     ready, _, _ = select.select([stdin], [], [], wait_s)
     if not ready:
         raise SystemExit(
-            f"no attach/start from the controller within {wait_s:g} s (did it go away?); nothing started"
+            f"no {what} from the controller within {wait_s:g} s (did it go away?); nothing started"
         )
-    return stdin.readline().decode().strip()
+    return stdin.readline()
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        sys.stderr.write("usage: python -c <receive.py> JOB_DIR\n")
+    if len(argv) > 1:
+        sys.stderr.write("usage: python -c <receive.py> [PYTHON_AS_NAMED]\n")
         return 2
-    job_dir = argv[0]
+    stdin = sys.stdin.buffer
     try:
-        then = receive(job_dir)
+        store(argv[0] if argv else "")
+        line = _next_line(stdin, "job")
+        if not line:
+            return 0  # end of input: preflight failed or the launch ended; no job directory was made
+        job_dir = fill(json.loads(line))
+        then = _next_line(stdin, "attach/start").decode().strip()
     except (OSError, ValueError, KeyError, TypeError) as exc:
         sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
         return 1

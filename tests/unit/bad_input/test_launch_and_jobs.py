@@ -13,6 +13,7 @@ The hosts here are 127.0.0.1 on closed ports (1, 2): every SSH connection is ref
 from __future__ import annotations
 
 import json
+import shlex
 import stat
 import subprocess
 from pathlib import Path
@@ -172,7 +173,8 @@ def test_commands_sent_to_hosts_quote_every_value(tmp_path: Path) -> None:
     commands = [
         remote.agent_command("true", hostile, "stop", hostile, "5"),
         remote.log_command(hostile),
-        push.receive_command("true", hostile),
+        push.receive_command(hostile),
+        push.receive_command_choosing(f"py={shlex.quote(hostile)}"),
     ]
     for command in commands:
         subprocess.run(["sh", "-c", command], env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})

@@ -27,7 +27,7 @@ import pytest
 from gpuprov import onhost
 from gpuprov.onhost import receive, sockets
 from gpuprov.onhost.sockets import bind_first
-from tests.unit.launch.test_receive import JOB_DIR, start_receive
+from tests.unit.launch.test_receive import JOB_DIR, send_job, start_receive, store_files
 
 
 def _free_port() -> int:
@@ -128,19 +128,14 @@ def _held(port: int) -> bool:
 
 def _push(
     home: Path, port: int, extra: dict[str, bytes] | None = None, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
-    """receive.py as the launch on the master runs it, up to its first answer (the port then held)."""
+) -> tuple[subprocess.Popen[bytes], object]:
+    """receive.py as the launch on the master runs it, up to the answer to its job (the port then held,
+    or the refusal); that answer (None after a refusal)."""
     proc = start_receive(home, env)
-    assert proc.stdin is not None and proc.stdout is not None
-    extra = extra or {}
-    header = {"files": [], "extra": [[name, len(data)] for name, data in extra.items()], "claim": port}
-    proc.stdin.write(json.dumps(header).encode() + b"\n")
-    proc.stdin.flush()
-    proc.stdout.readline()  # what the store lacks: nothing
-    for data in extra.values():
-        proc.stdin.write(data)
-    proc.stdin.flush()
-    return proc
+    store_files(proc, {})
+    send_job(proc, {}, extra or {}, claim=port)
+    assert proc.stdout is not None
+    return proc, json.loads(proc.stdout.readline() or b"null")
 
 
 @pytest.fixture
@@ -152,10 +147,11 @@ def port() -> Iterator[int]:
 
 
 def test_a_second_launch_cannot_take_a_held_master_port(tmp_path: Path, port: int) -> None:
-    first = _push(tmp_path / "a", port)
+    first, _ = _push(tmp_path / "a", port)
     assert _held(port)
     for home in ("b", "c"):  # each later launch, while the first holds the port
-        second = _push(tmp_path / home, port)
+        second, refused = _push(tmp_path / home, port)
+        assert refused is None
         assert second.wait(timeout=30) == 1
         assert second.stderr is not None
         err = second.stderr.read().decode().strip().splitlines()
@@ -169,7 +165,7 @@ def test_a_second_launch_cannot_take_a_held_master_port(tmp_path: Path, port: in
     first.stdin.close()  # the first launch gives up before starting: the port is free again
     assert first.wait(timeout=30) == 0
     assert not _held(port)
-    third = _push(tmp_path / "d", port)
+    third, _ = _push(tmp_path / "d", port)
     assert _held(port)
     assert third.stdin is not None
     third.stdin.close()
@@ -185,9 +181,8 @@ def test_the_port_is_held_until_the_job_has_ended(tmp_path: Path, port: int) -> 
         "agent.py": onhost.path("agent.py").read_bytes(), "run.sh": run_sh.encode(),
         "job_id": b"20250101-120000-abcd", "grace": b"5",
     }  # fmt: skip
-    proc = _push(tmp_path, port, extra)
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdout.readline()  # {"ok": true}
+    proc, done = _push(tmp_path, port, extra)
+    assert proc.stdin is not None and done == {"ok": True}
     proc.stdin.write(b"start\n")
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0
@@ -206,9 +201,9 @@ def test_a_controller_that_never_says_start_does_not_hold_the_port(tmp_path: Pat
     """A laptop that sleeps mid-push keeps the SSH channel open without a word: the master gives up after
     its deadline (START_WAIT_S, shortened here), starts nothing, and the port is free again."""
     assert receive.START_WAIT_S >= 10 * 60  # the push of every host must fit in it
-    proc = _push(tmp_path, port, env={receive.START_WAIT_ENV: "1"})
-    assert proc.stdout is not None and proc.stderr is not None
-    assert json.loads(proc.stdout.readline()) == {"ok": True, "sent": 0}
+    proc, done = _push(tmp_path, port, env={receive.START_WAIT_ENV: "1"})
+    assert proc.stderr is not None
+    assert done == {"ok": True}
     assert _held(port)
     assert proc.wait(timeout=30) == 1  # stdin still open: only the deadline ends it
     assert "no attach/start from the controller within 1 s" in proc.stderr.read().decode()
@@ -222,7 +217,7 @@ def test_a_lock_file_whose_text_is_not_its_holders_names_no_job(tmp_path: Path, 
     fd = os.open(_lock_path(port), os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # held by this test's process, which never wrote the text
-        proc = _push(tmp_path, port)
+        proc, _ = _push(tmp_path, port)
         assert proc.wait(timeout=30) == 1
         assert proc.stderr is not None
         err = proc.stderr.read().decode()
@@ -264,14 +259,13 @@ def test_a_detached_jobs_holder_is_named_after_its_launch_exited(tmp_path: Path,
         "run.sh": f"while [ ! -e {go} ]; do sleep 0.05; done\n".encode(),
         "job_id": b"20250101-000000-abcd", "grace": b"5",
     }  # fmt: skip
-    proc = _push(tmp_path / "a", port, extra)
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdout.readline()
+    proc, done = _push(tmp_path / "a", port, extra)
+    assert proc.stdin is not None and done == {"ok": True}
     proc.stdin.write(b"start\n")
     proc.stdin.close()
     try:
         assert proc.wait(timeout=30) == 0  # the supervisor holds the lock now
-        second = _push(tmp_path / "b", port)
+        second, _ = _push(tmp_path / "b", port)
         assert second.wait(timeout=30) == 1 and second.stderr is not None
         assert "is taken by job 20250101-000000-abcd of user " in second.stderr.read().decode()
     finally:
@@ -285,7 +279,7 @@ def test_a_link_in_place_of_the_lock_is_not_followed(tmp_path: Path, port: int) 
     target = tmp_path / "elsewhere"
     target.write_text("")
     _lock_path(port).symlink_to(target)
-    proc = _push(tmp_path, port)
+    proc, _ = _push(tmp_path, port)
     assert proc.wait(timeout=30) == 1
     assert proc.stderr is not None
     assert f"cannot claim master port {port}: {_lock_path(port)}: " in proc.stderr.read().decode()
@@ -295,7 +289,7 @@ def test_preflight_counts_a_held_port_as_busy(tmp_path: Path, port: int) -> None
     """Preflight's bind test (probe.py's listen on the master) skips a port a launch holds, so a second
     launch is refused there (--master-port) or gets the next free port (without it)."""
     assert sockets.CLAIM_PATH == receive.CLAIM_PATH
-    first = _push(tmp_path, port)
+    first, _ = _push(tmp_path, port)
     assert bind_first([port]) is None
     other = bind_first([port, 0])
     assert other is not None and other.getsockname()[1] != port

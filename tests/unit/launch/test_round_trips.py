@@ -135,3 +135,90 @@ def test_each_host_costs_one_connection_and_two_round_trips(
     assert (tmp_path / "home" / job_dir / "work" / "train.py").read_text() == "print('hi')\n"
     for channel in fake.channels:
         channel.close()
+
+
+@pytest.mark.parametrize("guessed_right", [True, False], ids=["same-python", "other-python"])
+def test_the_push_started_beside_preflight_costs_no_round_trip_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, guessed_right: bool
+) -> None:
+    """The push's channel opens while preflight checks the host (its files stored meanwhile); after
+    preflight only the job's part goes on it. Where its python is not the one preflight found, the push
+    starts over on a channel of its own, and the job's files are all there either way."""
+    site = _torch(tmp_path / "site")
+    env = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(site),
+           "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+    (tmp_path / "home").mkdir()
+    fake = Counting(env)
+    for name in ("connect", "open_channel", "run"):
+        monkeypatch.setattr(ssh, name, getattr(fake, name))
+    other = tmp_path / "python-by-another-name"
+    other.symlink_to(sys.executable)
+    guess = sys.executable if guessed_right else str(other)
+    names = ["node1", "node2"]
+    selected = [
+        hosts.Host(n, "127.0.0.1", 22, "u", None, tmp_path / "kh", vars={"gpuprov_python": sys.executable})
+        for n in names
+    ]
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    payload = push.collect(script, None, include_large=False, max_file_mb=10)
+    ahead: dict[str, push.Ahead] = {}
+
+    def start_push(check: preflight.HostCheck) -> None:
+        ahead[check.host.name] = push.Ahead(check.host.name, check.client, f"py={guess}", payload)
+
+    checks = preflight.run(selected, "127.0.0.1", None, Nproc("auto"), connected=start_push)
+    assert fake.round_trips == {"node1": 2, "node2": 2}  # each host's checks and its push, side by side
+    job_dir = ".gpuprov/jobs/20250101-000000-abcd"
+    for check in checks.checks:
+        name = check.host.name
+        push.push(
+            name, check.client, check.python, job_dir, payload, {"job_id": b"x"}, ahead=ahead[name]
+        ).cancel()
+    after = 2 if guessed_right else 3
+    assert fake.round_trips == {"node1": after, "node2": after}
+    assert (tmp_path / "home" / job_dir / "work" / "train.py").read_text() == "print('hi')\n"
+    for channel in fake.channels:
+        channel.close()
+
+
+def test_a_failed_preflight_leaves_the_push_started_beside_it_without_a_job_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = _torch(tmp_path / "site")
+    home = tmp_path / "home"
+    env = {
+        "HOME": str(home),
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(site),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    home.mkdir()
+    fake = Counting(env)
+    for name in ("connect", "open_channel", "run"):
+        monkeypatch.setattr(ssh, name, getattr(fake, name))
+    selected = [
+        hosts.Host(
+            "node1", "127.0.0.1", 22, "u", None, tmp_path / "kh", vars={"gpuprov_python": sys.executable}
+        ),
+        hosts.Host(
+            "node2", "127.0.0.1", 22, "u", None, tmp_path / "kh", vars={"gpuprov_python": "/nonexistent"}
+        ),
+    ]
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    payload = push.collect(script, None, include_large=False, max_file_mb=10)
+    ahead: dict[str, push.Ahead] = {}
+
+    def start_push(check: preflight.HostCheck) -> None:
+        ahead[check.host.name] = push.Ahead(check.host.name, check.client, f"py={sys.executable}", payload)
+
+    with pytest.raises(preflight.PreflightFailed, match="node2: no Python env at /nonexistent"):
+        preflight.run(selected, "127.0.0.1", None, Nproc("auto"), connected=start_push)
+    for one in ahead.values():
+        one.cancel()
+        assert one.take(sys.executable) is None  # waits for it: cancelled, it closed its own channel
+    for channel in fake.channels:
+        channel.close()
+        assert channel.proc.returncode == 0  # receive.py saw the end of its input, then left
+    assert sorted(p.name for p in (home / ".gpuprov").iterdir()) == ["files", "torch-import-ok"]

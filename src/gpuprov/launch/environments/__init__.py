@@ -18,6 +18,7 @@ from gpuprov.launch.environments.container_image import ContainerImage
 from gpuprov.launch.environments.host_python import HostPython
 
 if TYPE_CHECKING:
+    from gpuprov.hosts import Host
     from gpuprov.launch.preflight import HostCheck, Problem
 
 
@@ -31,6 +32,12 @@ class Environment(Protocol):
         """On check.client, in one command: python, torch, CUDA, NCCL and GPUs into check, problems into
         check.problems (BadInput: an inventory value; GpuprovError: the session broke). Leaves check.answers
         open (probe.py check, for the port test) when the host can run the job."""
+        ...
+
+    def python_choice(self, host: Host) -> str:
+        """Shell lines that set $py to the interpreter check_host will find for agent.py and receive.py
+        (the push runs them beside the checks, before the answer is known; a wrong guess costs only that
+        the push starts again after preflight)."""
         ...
 
     def finish_check(self, check: HostCheck) -> None:

@@ -79,6 +79,9 @@ class ContainerImage:
         self.facts[check.host.name] = facts = HostFacts()
         _probe(check, self.asked, facts)
 
+    def python_choice(self, host: hosts.Host) -> str:
+        return f"py={HOST_PYTHON}"
+
     def finish_check(self, check: HostCheck) -> None:
         finish_import(check, f"{self.image_of(check.host)} in {self.image}")
 

@@ -42,6 +42,10 @@ class HostPython:
         check.python = DEFAULT_PYTHON  # until the host says which
         _probe(check)
 
+    def python_choice(self, host: hosts.Host) -> str:
+        given = host.vars.get("gpuprov_python")
+        return python_choice(str(given) if given else None)
+
     def finish_check(self, check: HostCheck) -> None:
         finish_import(check)
 
@@ -72,17 +76,22 @@ def host_check_command(given_python: str | None, count_gpus: bool) -> str:
     ]
     if count_gpus:
         lines.append(f"echo '{SECTION}smi'; ( {SMI_COMMAND} ) 2>&1; r=$?; echo \"{SECTION}end $r\"")
-    if given_python:
-        lines.append(f"py={q(given_python)}")
-    else:
-        lines.append(
-            f"py=$(sed -n {q(_FACT_PYTHON_SED)} {q(FACT_FILE)} 2>/dev/null | head -n 1); "
-            f'[ -n "$py" ] || py={q(DEFAULT_PYTHON)}'
-        )
+    lines.append(python_choice(given_python))
     lines.append(f'echo "{SECTION}python $py"')
     look = onhost.python_command("PYTHON", probe_code(), "check").replace("PYTHON", '"$py"', 1)
     lines.append(f"echo '{SECTION}check'; {look} 2>&1; r=$?; echo \"{SECTION}end $r\"")
     return "\n".join(lines) + "\n"
+
+
+def python_choice(given_python: str | None) -> str:
+    """The shell line that sets $py: gpuprov_python, else the python the fact file names, else the default."""
+    q = shlex.quote
+    if given_python:
+        return f"py={q(given_python)}"
+    return (
+        f"py=$(sed -n {q(_FACT_PYTHON_SED)} {q(FACT_FILE)} 2>/dev/null | head -n 1); "
+        f'[ -n "$py" ] || py={q(DEFAULT_PYTHON)}'
+    )
 
 
 def inventory_gpus(check: HostCheck) -> int | None:
