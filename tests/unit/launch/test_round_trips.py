@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -96,10 +97,9 @@ class Counting:
         return ssh.Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
-@pytest.mark.parametrize("imported_before", [False, True], ids=["first-launch", "env-unchanged"])
-def test_each_host_costs_one_connection_and_two_round_trips(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, imported_before: bool
-) -> None:
+def _fake_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Counting:
+    """ssh's connect, open_channel and run replaced by Counting: every host is this machine, its home
+    tmp_path/home, its torch a stand-in."""
     site = _torch(tmp_path / "site")
     env = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(site),
            "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
@@ -107,6 +107,14 @@ def test_each_host_costs_one_connection_and_two_round_trips(
     fake = Counting(env)
     for name in ("connect", "open_channel", "run"):
         monkeypatch.setattr(ssh, name, getattr(fake, name))
+    return fake
+
+
+@pytest.mark.parametrize("imported_before", [False, True], ids=["first-launch", "env-unchanged"])
+def test_each_host_costs_one_connection_and_two_round_trips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, imported_before: bool
+) -> None:
+    fake = _fake_hosts(tmp_path, monkeypatch)
     names = ["node1", "node2", "node3"]
     selected = [
         hosts.Host(n, "127.0.0.1", 22, "u", None, tmp_path / "kh", vars={"gpuprov_python": sys.executable})
@@ -137,6 +145,22 @@ def test_each_host_costs_one_connection_and_two_round_trips(
         channel.close()
 
 
+def _pushes_ahead(
+    tmp_path: Path, python: str
+) -> tuple[push.Payload, dict[str, push.Ahead], Callable[[preflight.HostCheck], None]]:
+    """A one-script payload, and the preflight callback that starts each host's push with python, the
+    pushes it started."""
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    payload = push.collect(script, None, include_large=False, max_file_mb=10)
+    ahead: dict[str, push.Ahead] = {}
+
+    def start_push(check: preflight.HostCheck) -> None:
+        ahead[check.host.name] = push.Ahead(check.host.name, check.client, f"py={python}", payload)
+
+    return payload, ahead, start_push
+
+
 @pytest.mark.parametrize("guessed_right", [True, False], ids=["same-python", "other-python"])
 def test_the_push_started_beside_preflight_costs_no_round_trip_after_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, guessed_right: bool
@@ -144,13 +168,7 @@ def test_the_push_started_beside_preflight_costs_no_round_trip_after_it(
     """The push's channel opens while preflight checks the host (its files stored meanwhile); after
     preflight only the job's part goes on it. Where its python is not the one preflight found, the push
     starts over on a channel of its own, and the job's files are all there either way."""
-    site = _torch(tmp_path / "site")
-    env = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(site),
-           "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
-    (tmp_path / "home").mkdir()
-    fake = Counting(env)
-    for name in ("connect", "open_channel", "run"):
-        monkeypatch.setattr(ssh, name, getattr(fake, name))
+    fake = _fake_hosts(tmp_path, monkeypatch)
     other = tmp_path / "python-by-another-name"
     other.symlink_to(sys.executable)
     guess = sys.executable if guessed_right else str(other)
@@ -159,14 +177,7 @@ def test_the_push_started_beside_preflight_costs_no_round_trip_after_it(
         hosts.Host(n, "127.0.0.1", 22, "u", None, tmp_path / "kh", vars={"gpuprov_python": sys.executable})
         for n in names
     ]
-    script = tmp_path / "train.py"
-    script.write_text("print('hi')\n")
-    payload = push.collect(script, None, include_large=False, max_file_mb=10)
-    ahead: dict[str, push.Ahead] = {}
-
-    def start_push(check: preflight.HostCheck) -> None:
-        ahead[check.host.name] = push.Ahead(check.host.name, check.client, f"py={guess}", payload)
-
+    payload, ahead, start_push = _pushes_ahead(tmp_path, guess)
     checks = preflight.run(selected, "127.0.0.1", None, Nproc("auto"), connected=start_push)
     assert fake.round_trips == {"node1": 2, "node2": 2}  # each host's checks and its push, side by side
     job_dir = ".gpuprov/jobs/20250101-000000-abcd"
@@ -185,18 +196,8 @@ def test_the_push_started_beside_preflight_costs_no_round_trip_after_it(
 def test_a_failed_preflight_leaves_the_push_started_beside_it_without_a_job_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    site = _torch(tmp_path / "site")
+    fake = _fake_hosts(tmp_path, monkeypatch)
     home = tmp_path / "home"
-    env = {
-        "HOME": str(home),
-        "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": str(site),
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    home.mkdir()
-    fake = Counting(env)
-    for name in ("connect", "open_channel", "run"):
-        monkeypatch.setattr(ssh, name, getattr(fake, name))
     selected = [
         hosts.Host(
             "node1", "127.0.0.1", 22, "u", None, tmp_path / "kh", vars={"gpuprov_python": sys.executable}
@@ -205,14 +206,7 @@ def test_a_failed_preflight_leaves_the_push_started_beside_it_without_a_job_dire
             "node2", "127.0.0.1", 22, "u", None, tmp_path / "kh", vars={"gpuprov_python": "/nonexistent"}
         ),
     ]
-    script = tmp_path / "train.py"
-    script.write_text("print('hi')\n")
-    payload = push.collect(script, None, include_large=False, max_file_mb=10)
-    ahead: dict[str, push.Ahead] = {}
-
-    def start_push(check: preflight.HostCheck) -> None:
-        ahead[check.host.name] = push.Ahead(check.host.name, check.client, f"py={sys.executable}", payload)
-
+    _, ahead, start_push = _pushes_ahead(tmp_path, sys.executable)
     with pytest.raises(preflight.PreflightFailed, match="node2: no Python env at /nonexistent"):
         preflight.run(selected, "127.0.0.1", None, Nproc("auto"), connected=start_push)
     for one in ahead.values():
