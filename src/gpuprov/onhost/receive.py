@@ -24,13 +24,13 @@ it). No line for step 3 or 4 within START_WAIT_S: exit 1, nothing started (a con
 mid-launch does not hold the master port for hours). A problem: one line on stderr, exit status 1.
 
 On the master, the job's part also names the job's master port ("claim": PORT): before the job's directory
-is made the program takes an exclusive lock on /tmp/gpuprov-master-port-PORT.lock (CLAIM_PATH) and keeps
-it, through the agent it becomes and the agent's supervisor (which inherits the descriptor), until the job
-has ended. Two gpuprov jobs can never both hold one master port of one host (flock is atomic, so two launches whose
-preflights both found the port free cannot both start), and the lock goes with its processes (nothing
-stale after a crash). A port the lock shows taken: `master port PORT is taken by ...`, exit status 1, no
-job directory made; the holder writes `PID JOB_ID` into the lock file where it owns the file, so the message
-can name the job and its user.
+is made the program takes an exclusive lock on /tmp/gpuprov-master-port-PORT.lock (CLAIM_PATH) and keeps it,
+through the agent it becomes and the agent's supervisor (which inherits the descriptor), until the job has
+ended. Two gpuprov jobs can never both hold one master port of one host (flock is atomic, so two launches
+whose preflights both found the port free cannot both start), and the lock goes with its processes (nothing
+stale after a crash). A port the lock shows taken: `master port PORT is taken by ...`, exit status 1, no job
+directory made; the holder writes `PID JOB_ID` into the lock file where it owns the file, so the message can
+name the job and its user.
 """
 
 from __future__ import annotations
