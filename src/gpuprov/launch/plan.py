@@ -160,6 +160,8 @@ def plan(opts: LaunchOptions) -> Plan:
         _cancel(ahead)
         checks.close()
         raise preflight.PreflightFailed(template_problems)
+    for one in ahead.values():
+        one.release()  # preflight passed: a large push goes on now
     job_id = jobs.new_id()
     try:
         commands = build_commands(

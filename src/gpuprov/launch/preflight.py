@@ -75,6 +75,9 @@ class HostCheck:
     launcher_answers: dict[str, tuple[list[str], int | None]] = field(default_factory=dict)
     # Its interface and address toward its peers (probe.py route, asked on its check's channel).
     route: Route | None = None
+    # Work to start once its check's channel is open (the push beside preflight; run.connected): after it,
+    # so that where sshd allows one session per connection (MaxSessions 1) the push is the one refused.
+    opened: Callable[[HostCheck], None] | None = None
 
 
 @dataclass
@@ -130,7 +133,7 @@ def run(
     environment: what the ranks run in (default: the default environment, host-python); launcher: how they
     are started (default: torchrun), whose questions go first into each host's one command; user_env: the
     job's --env variables (an NCCL_IB_HCA there is what NCCL will read); connected: work to start on a host's
-    connection as soon as it is open, beside its checks (the push's first part)."""
+    connection once its check's channel is open, beside the checks (the push's first part)."""
     if environment is None:
         from gpuprov.launch import environments
 
@@ -197,8 +200,7 @@ def _check_host(
     except GpuprovError as exc:  # the host key is unknown or changed
         check.problems.append(Problem(NOT_READY, exc.message))
         return check
-    if connected is not None:
-        connected(check)
+    check.opened = connected  # the environment's check calls it (host_python.read_check)
     try:
         environment.check_host(check)
     except BadInput as exc:  # an inventory value (gpuprov_gpu_count)

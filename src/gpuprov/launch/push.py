@@ -9,10 +9,13 @@ inside the workdir (pushed as a copy of that file); one that leads outside it (t
 ~/.ssh), dangles, or names a directory is skipped and listed. On the hosts, ~/.gpuprov and everything in
 it are private to the user (0700 directories, 0600 files): run.sh carries the job's --env values.
 
-A host's push starts beside its preflight (Ahead): once its SSH connection is open, receive.py runs on a
-second channel with the interpreter the environment's shell lines choose, and the files its store lacks
-go meanwhile. The job's directory, run.sh and the master port's hold come only after preflight passed, on
-the same channel; a failed preflight closes it, leaving nothing but complete files in the store.
+A host's push starts beside its preflight (Ahead): once its check's channel is open, receive.py runs on a
+second channel of the same connection with the interpreter the environment's shell lines choose, and the
+files its store lacks go meanwhile (up to AHEAD_BYTES; more waits until preflight has passed). The job's
+directory, run.sh and the master port's hold come only after preflight passed, on the same channel; a
+failed preflight closes it, leaving no job directory, only stored files (each renamed into place whole).
+Where sshd refuses the second session (MaxSessions 1), or anything else fails there, the push starts over
+after preflight as it did before.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ import os
 import shlex
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuprov import onhost, ssh
+from gpuprov import console, onhost, ssh
 from gpuprov.errors import BadInput, GpuprovError
 
 STORE_DIR = ".gpuprov/files"
@@ -161,8 +165,17 @@ class Stored:
     stats: PushStats
 
 
-def store(host: str, client: ssh.Client, command: str, payload: Payload) -> Stored:
-    """Start receive.py (command), send the files its store lacks; GpuprovError when that fails."""
+def store(
+    host: str,
+    client: ssh.Client,
+    command: str,
+    payload: Payload,
+    before_bytes: Callable[[int], bool] | None = None,
+) -> Stored:
+    """Start receive.py (command), send the files its store lacks; GpuprovError when that fails.
+
+    before_bytes(total): asked with the missing files' size before they are sent; False ends the push
+    there (its channel closed, GpuprovError)."""
     unique = {f.sha256: f for f in payload.files}
     header = {"files": [[f.sha256, f.size, f.executable] for f in unique.values()]}
     channel = None
@@ -172,12 +185,13 @@ def store(host: str, client: ssh.Client, command: str, payload: Payload) -> Stor
         first = json.loads(channel.readline() or b"null")
         if not isinstance(first, dict):
             raise GpuprovError(f"{host}: cannot fill the file store ~/{STORE_DIR}: {_why(channel)}")
-        sent_bytes = 0
+        total = sum(unique[sha].size for sha in first["missing"])
+        if before_bytes is not None and not before_bytes(total):
+            raise GpuprovError(f"{host}: the push was cancelled")
         for sha in first["missing"]:
             with unique[sha].path.open("rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
                     channel.send(block)
-            sent_bytes += unique[sha].size
         stored = json.loads(channel.readline() or b"null")
         if not isinstance(stored, dict) or "stored" not in stored:
             raise GpuprovError(f"{host}: copying the job's files into ~/{STORE_DIR} failed: {_why(channel)}")
@@ -191,7 +205,13 @@ def store(host: str, client: ssh.Client, command: str, payload: Payload) -> Stor
             channel.close()
         raise
     missing = len(first["missing"])
-    return Stored(channel, str(first["python"]), PushStats(missing, sent_bytes, len(unique) - missing))
+    return Stored(channel, str(first["python"]), PushStats(missing, total, len(unique) - missing))
+
+
+# Up to this much of the files a host's store lacks goes during preflight; more waits until it has passed:
+# a large stream on the same connection would hold back preflight's commands (OpenSSH lets up to 2 MiB
+# queue per channel) and could make its reach test, 7 s long, fail on a slow link.
+AHEAD_BYTES = 1 << 20
 
 
 class Ahead:
@@ -199,12 +219,15 @@ class Ahead:
 
     The python it runs with is the environment's guess (its python_choice, the same shell lines preflight
     runs); any failure, or a guess that differs from what preflight found, only means push() starts over
-    on a channel of its own, so the job's own messages come from there."""
+    on a channel of its own (why: failure), so the job's own messages come from there. Files over
+    AHEAD_BYTES in all wait for release()."""
 
     def __init__(self, host: str, client: ssh.Client, choose_python: str, payload: Payload) -> None:
         self.host = host
+        self.failure = ""
         self._result: Stored | None = None
         self._cancelled = False
+        self._released = threading.Event()
         self._lock = threading.Lock()
         command = receive_command_choosing(choose_python)
         self._thread = threading.Thread(
@@ -212,10 +235,16 @@ class Ahead:
         )
         self._thread.start()
 
+    def _may_send(self, total: int) -> bool:
+        if total > AHEAD_BYTES:
+            self._released.wait()
+        return not self._cancelled
+
     def _run(self, client: ssh.Client, command: str, payload: Payload) -> None:
         try:
-            stored = store(self.host, client, command, payload)
-        except BaseException:  # push() starts over; its own attempt reports what is wrong
+            stored = store(self.host, client, command, payload, self._may_send)
+        except BaseException as exc:  # push() starts over; its own attempt reports what is wrong
+            self.failure = str(exc) or type(exc).__name__
             return
         with self._lock:
             if self._cancelled:
@@ -223,13 +252,20 @@ class Ahead:
             else:
                 self._result = stored
 
+    def release(self) -> None:
+        """Preflight has passed: the files over AHEAD_BYTES may go now."""
+        self._released.set()
+
     def take(self, python: str) -> Stored | None:
-        """Its stored files on their open channel when it ran with python; else None (closed)."""
+        """Its stored files on their open channel when it ran with python; else None (closed, failure says
+        why)."""
+        self.release()
         self._thread.join()
         with self._lock:
             stored, self._result = self._result, None
         if stored is not None and stored.python != python:
             stored.channel.close()
+            self.failure = f"it ran {stored.python}, preflight found {python}"
             return None
         return stored
 
@@ -240,6 +276,7 @@ class Ahead:
             if self._result is not None:
                 self._result.channel.close()
                 self._result = None
+        self._released.set()
 
 
 def push(
@@ -264,6 +301,8 @@ def push(
     """
     stored = ahead.take(python) if ahead is not None else None
     if stored is None:
+        if ahead is not None:
+            console.detail(f"{host}: the push begun beside preflight did not serve ({ahead.failure}); again")
         stored = store(host, client, receive_command(python), payload)
     channel = stored.channel
     job: dict[str, object] = {

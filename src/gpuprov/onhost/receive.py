@@ -42,6 +42,7 @@ import os
 import pwd
 import runpy
 import select
+import stat
 import sys
 import time
 from typing import BinaryIO
@@ -206,6 +207,16 @@ def _answer(value: object) -> None:
     sys.stdout.flush()
 
 
+def _stored(path: str, size: int) -> bool:
+    """Whether the store holds the file: a regular file of its size (one cut short by a crash between the
+    write and the disk, renamed without fsync, is sent again)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == size
+
+
 def store(named: str) -> None:
     """Steps 1 and 2: the files the store lacks, asked for and stored (each whole or absent)."""
     home = os.path.expanduser("~")
@@ -213,10 +224,9 @@ def store(named: str) -> None:
     header = json.loads(stdin.readline())
     _private_dirs(home, STORE_DIR)
     store_dir = os.path.join(home, STORE_DIR)
-    present = set(os.listdir(store_dir))
     missing: list[str] = []
-    for sha, _, _ in header["files"]:
-        if sha not in present and sha not in missing:
+    for sha, size, _ in header["files"]:
+        if sha not in missing and not _stored(os.path.join(store_dir, sha), size):
             missing.append(sha)
     _answer({"python": named or sys.executable, "missing": missing})
     sizes = {sha: size for sha, size, _ in header["files"]}

@@ -151,3 +151,15 @@ def test_a_damaged_file_is_refused_and_nothing_is_stored(tmp_path: Path) -> None
     assert proc.returncode == 1
     assert b"damaged" in proc.stderr
     assert list((tmp_path / ".gpuprov" / "files").iterdir()) == []
+
+
+def test_a_stored_file_cut_short_is_sent_again(tmp_path: Path) -> None:
+    """A store file renamed into place but cut short (a crash before the disk had it) is not taken as
+    stored: its size differs from the header's."""
+    files = {"train.py": b"print(1)\n"}
+    _receive(tmp_path, files, {})
+    stored = tmp_path / ".gpuprov" / "files" / hashlib.sha256(b"print(1)\n").hexdigest()
+    stored.write_bytes(b"")
+    first, _, done = _receive(tmp_path, files, {})
+    assert isinstance(first, dict) and first["missing"] == [stored.name]
+    assert stored.read_bytes() == b"print(1)\n" and done == {"ok": True}

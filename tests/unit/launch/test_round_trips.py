@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -80,6 +81,7 @@ class Counting:
         self.connections: Counter[str] = Counter()
         self.round_trips: Counter[str] = Counter()
         self.channels: list[LocalChannel] = []
+        self.opened: list[tuple[str, str]] = []  # (host, command) in the order the channels opened
 
     def connect(self, host: hosts.Host, timeout: float = 0) -> Any:
         self.connections[host.name] += 1
@@ -87,6 +89,7 @@ class Counting:
 
     def open_channel(self, client: Any, command: str, **_: Any) -> Any:
         self.round_trips[client] += 1
+        self.opened.append((str(client), command))
         channel = LocalChannel(command, self.env)
         self.channels.append(channel)
         return ssh.Channel(channel)
@@ -180,6 +183,9 @@ def test_the_push_started_beside_preflight_costs_no_round_trip_after_it(
     payload, ahead, start_push = _pushes_ahead(tmp_path, guess)
     checks = preflight.run(selected, "127.0.0.1", None, Nproc("auto"), connected=start_push)
     assert fake.round_trips == {"node1": 2, "node2": 2}  # each host's checks and its push, side by side
+    for name in names:  # the check's channel first: where sshd allows one session, the push is refused
+        first, second = [command for host, command in fake.opened if host == name]
+        assert "@@gpuprov fact" in first and "receive" in second
     job_dir = ".gpuprov/jobs/20250101-000000-abcd"
     for check in checks.checks:
         name = check.host.name
@@ -214,5 +220,29 @@ def test_a_failed_preflight_leaves_the_push_started_beside_it_without_a_job_dire
         assert one.take(sys.executable) is None  # waits for it: cancelled, it closed its own channel
     for channel in fake.channels:
         channel.close()
-        assert channel.proc.returncode == 0  # receive.py saw the end of its input, then left
+        # receive.py saw the end of its input and left: 0 before the job's part, 1 if cancelled while it
+        # waited for the files' bytes (nothing written either way)
+        assert channel.proc.returncode in (0, 1)
     assert sorted(p.name for p in (home / ".gpuprov").iterdir()) == ["files", "torch-import-ok"]
+    assert not [p for p in (home / ".gpuprov" / "files").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_large_push_waits_for_preflight_to_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files over push.AHEAD_BYTES in all do not share the connection with preflight's commands: they go
+    once preflight has passed (release, or the push taking them)."""
+    fake = _fake_hosts(tmp_path, monkeypatch)
+    monkeypatch.setattr(push, "AHEAD_BYTES", 4)
+    env_python = {"gpuprov_python": sys.executable}
+    selected = [hosts.Host("node1", "127.0.0.1", 22, "u", None, tmp_path / "kh", vars=env_python)]
+    payload, ahead, start_push = _pushes_ahead(tmp_path, sys.executable)
+    checks = preflight.run(selected, "127.0.0.1", None, Nproc("auto"), connected=start_push)
+    store = tmp_path / "home" / ".gpuprov" / "files"
+    time.sleep(0.5)  # time enough for a push that did not wait
+    assert not store.exists() or list(store.iterdir()) == []
+    check = checks.checks[0]
+    job_dir = ".gpuprov/jobs/20250101-000000-abcd"
+    push.push("node1", check.client, check.python, job_dir, payload, {}, ahead=ahead["node1"]).cancel()
+    assert fake.round_trips == {"node1": 2}  # the same channel, its bytes sent once released
+    assert (tmp_path / "home" / job_dir / "work" / "train.py").read_text() == "print('hi')\n"
+    for channel in fake.channels:
+        channel.close()

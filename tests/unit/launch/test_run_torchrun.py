@@ -4,9 +4,12 @@ waiting for what Python's teardown would wait for, and a node other than the mas
 master's port before main().
 
 The stand-in's get_args_parser() has the options of torch 2.13's torch/distributed/run.py that the wait
-reads, with their names, aliases and defaults there (--rdzv-backend default "static", --standalone,
---node-rank, --master-addr, --master-port, the script and REMAINDER arguments); the sandbox's nodes run
-the real one (tests/integration/launch)."""
+reads, with their names, aliases and defaults there (--rdzv-backend default "static", --rdzv-endpoint
+default "", --standalone, --node-rank, --master-addr, --master-port, the script and REMAINDER
+arguments), and its get_rdzv_endpoint() and torch/distributed/elastic/rendezvous/utils.py's
+parse_rendezvous_endpoint() do what torch 2.13's do for host:port endpoints (the endpoint, else
+master_addr:master_port; split at the last colon, -1 without a port); the sandbox's nodes run the real
+ones (tests/integration/launch)."""
 
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ def get_args_parser():
     parser = ArgumentParser()
     parser.add_argument("--nnodes", default="1:1")
     parser.add_argument("--rdzv-backend", "--rdzv_backend", default="static")
+    parser.add_argument("--rdzv-endpoint", "--rdzv_endpoint", default="")
     parser.add_argument("--standalone", action="store_true")
     parser.add_argument("--node-rank", "--node_rank", type=int, default=0)
     parser.add_argument("--master-addr", "--master_addr", default="127.0.0.1")
@@ -37,6 +41,16 @@ def get_args_parser():
     parser.add_argument("training_script")
     parser.add_argument("training_script_args", nargs=REMAINDER)
     return parser
+
+def get_rdzv_endpoint(args):
+    if args.rdzv_backend == "static" and not args.rdzv_endpoint:
+        return f"{args.master_addr}:{args.master_port}"
+    return args.rdzv_endpoint
+"""
+ENDPOINT = """
+def parse_rendezvous_endpoint(endpoint, default_port):
+    host, *rest = endpoint.strip().rsplit(":", 1)
+    return host, int(rest[0]) if rest else default_port
 """
 
 
@@ -49,6 +63,11 @@ def _run(
     (package / "__init__.py").write_text("")
     text = "import sys, threading, time\n\ndef main():\n" + main_body + (PARSER if parser else "")
     (package / "run.py").write_text(text)
+    rendezvous = package / "elastic" / "rendezvous"
+    rendezvous.mkdir(parents=True)
+    for folder in (package / "elastic", rendezvous):
+        (folder / "__init__.py").write_text("")
+    (rendezvous / "utils.py").write_text(ENDPOINT)
     work = tmp_path / "work"
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "lib")}
@@ -113,6 +132,28 @@ def test_a_node_other_than_the_master_starts_torchrun_once_the_master_listens(tm
     server.close()
     assert proc.returncode == 0, proc.stderr
     assert 1.0 <= took < 15  # main() came after the port opened, not before
+
+
+def test_a_rendezvous_endpoint_is_waited_for_in_place_of_master_addr_and_port(tmp_path: Path) -> None:
+    """torchrun's static rendezvous uses --rdzv-endpoint when given (get_rdzv_endpoint); so does the wait:
+    --master-addr/--master-port (left at torchrun's defaults here) would name a port nobody opens."""
+    server = _listener()
+    port = server.getsockname()[1]
+    threading.Timer(1.0, server.listen).start()
+    args = ("--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", f"127.0.0.1:{port}")
+    proc, took = _run(tmp_path, "    print('main')\n", *args, "train.py", parser=True)
+    server.close()
+    assert proc.returncode == 0 and proc.stdout == "main\n", proc.stderr
+    assert 1.0 <= took < 15
+
+
+def test_a_wait_that_goes_wrong_leaves_it_to_torchrun(tmp_path: Path) -> None:
+    """The wait is only a head start: a name that does not resolve ends it at once, and torchrun's
+    main() runs and reports as it would have."""
+    args = ("--node-rank", "1", "--master-addr", "no-such-host.invalid", "--master-port", "29500")
+    proc, took = _run(tmp_path, "    print('main')\n", *args, "train.py", parser=True)
+    assert proc.returncode == 0 and proc.stdout == "main\n", proc.stderr
+    assert took < 15
 
 
 def test_the_master_and_a_standalone_or_c10d_node_do_not_wait(tmp_path: Path) -> None:

@@ -108,10 +108,13 @@ def inventory_gpus(check: HostCheck) -> int | None:
 def read_check(check: HostCheck, command: str, read: Callable[[Sections], bool], timeout: float) -> None:
     """Run the host's one check command and read it with read(); its channel stays open when read() says
     the job can run there (probe.py's, for the port test), else it is closed. SSH failing: GpuprovError.
-    The launcher's questions go first in the same command; Sections keeps their answers aside."""
+    The launcher's questions go first in the same command; Sections keeps their answers aside. Once the
+    channel is open, check.opened starts (the push beside the checks)."""
     assert check.client is not None
     channel = ssh.open_channel(check.client, check.launcher_command + command, read_timeout=timeout)
     try:
+        if check.opened is not None:
+            check.opened(check)  # the push beside the checks: its session opens after this one
         if not read(Sections(channel, check.launcher_answers)):
             channel.close()
     except ssh.SessionLost as exc:
