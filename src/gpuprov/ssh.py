@@ -430,10 +430,29 @@ def open_channel(
     notice a lost host). Raises SessionLost when the connection is gone.
     """
     with _lost(_command_failed):
-        raw = _transport(client).open_session(timeout=open_timeout)
+        raw = _open_session(client, open_timeout)
         raw.settimeout(read_timeout)
         raw.exec_command(command)
     return Channel(raw)
+
+
+# sshd refuses a session past MaxSessions with "open failed" (SSH_OPEN_CONNECT_FAILED), and frees a closed
+# session's slot only once its command has exited (OpenSSH session.c): a session opened right after another
+# one closed is asked for again for a moment (1.55 s in all).
+SESSION_RETRY_PAUSES_S = (0.05, 0.1, 0.2, 0.4, 0.8)
+
+
+def _open_session(client: Client, open_timeout: float) -> Any:
+    import paramiko
+
+    for pause in (*SESSION_RETRY_PAUSES_S, None):
+        try:
+            return _transport(client).open_session(timeout=open_timeout)
+        except paramiko.ChannelException as exc:
+            if pause is None or exc.code != paramiko.common.OPEN_FAILED_CONNECT_FAILED:
+                raise
+            time.sleep(pause)
+    raise AssertionError("unreachable")
 
 
 # ----- files --------------------------------------------------------------------------------------------

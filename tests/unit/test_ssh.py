@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import paramiko
 import pytest
@@ -195,6 +196,62 @@ def test_open_channel_on_a_closed_session_is_session_lost() -> None:
     assert lost.value.message == "SSH command failed (EOFError: the connection is closed)"
     with pytest.raises(ssh.SessionLost, match="EOFError: the connection is closed"):
         ssh.open_sftp(paramiko.SSHClient())
+
+
+class RefusingTransport:
+    """paramiko's Transport surface where sshd refuses `refusals` sessions first (MaxSessions reached)."""
+
+    def __init__(self, refusals: int, code: int = paramiko.common.OPEN_FAILED_CONNECT_FAILED) -> None:
+        self.refusals = refusals
+        self.code = code
+        self.asked = 0
+
+    def is_active(self) -> bool:
+        return True
+
+    def open_session(self, timeout: float | None = None) -> Any:
+        self.asked += 1
+        if self.asked <= self.refusals:
+            raise paramiko.ChannelException(self.code, "Connect failed")
+        return OpenedSession()
+
+
+class OpenedSession:
+    """paramiko's Channel surface as far as open_channel uses it."""
+
+    def settimeout(self, timeout: float | None) -> None:
+        pass
+
+    def exec_command(self, command: str) -> None:
+        pass
+
+
+class WithTransport(paramiko.SSHClient):
+    def __init__(self, transport: RefusingTransport) -> None:
+        super().__init__()
+        self.fake = transport
+
+    def get_transport(self) -> Any:
+        return self.fake
+
+
+def test_a_session_refused_while_a_closed_one_is_freed_is_asked_for_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """sshd (MaxSessions) frees a closed session's slot once its command has exited: an open refused as
+    "Connect failed" is tried again for a moment; any other refusal, or one that lasts, is SessionLost."""
+    monkeypatch.setattr(ssh, "SESSION_RETRY_PAUSES_S", (0.0, 0.0, 0.0))
+    freed = RefusingTransport(refusals=2)
+    ssh.open_channel(WithTransport(freed), "true")
+    assert freed.asked == 3
+    lasting = RefusingTransport(refusals=10)
+    with pytest.raises(ssh.SessionLost, match="Connect failed"):
+        ssh.open_channel(WithTransport(lasting), "true")
+    assert lasting.asked == 4
+    prohibited = RefusingTransport(refusals=1, code=paramiko.common.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED)
+    with pytest.raises(ssh.SessionLost):
+        ssh.open_channel(WithTransport(prohibited), "true")
+    assert prohibited.asked == 1
 
 
 class BrokenChannel:

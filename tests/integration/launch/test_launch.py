@@ -95,6 +95,26 @@ def test_rank_crash_tears_down_every_host(launch_sandbox: Sandbox, sleeper: Path
     assert elapsed < 60
 
 
+def test_a_host_whose_sshd_allows_one_session_per_connection(launch_sandbox: Sandbox, sleeper: Path) -> None:
+    """sshd's MaxSessions 1 on node1, the master (a hardened site; the default is 10): preflight's own
+    session opens first, the push begun beside it is refused there (or gets the slot once preflight's
+    session is gone: ssh.open_channel asks again for a moment), and the push starts again after preflight
+    where it did not serve. A job runs, and one whose other rank fails is torn down there too."""
+    node1 = container(launch_sandbox, "node1")
+    conf = "/etc/ssh/sshd_config.d/00-gpuprov-test-max-sessions.conf"
+    limit = f"echo 'MaxSessions 1' > {conf} && systemctl reload ssh && sleep 1"
+    assert docker_exec(node1, "sh", "-c", limit).returncode == 0
+    try:
+        ok = gp(launch_sandbox, "launch", "--nodes", "2", EXAMPLE, "--", "--epochs", "1")
+        assert ok.returncode == 0, ok.stderr
+        crash = gp(launch_sandbox, "launch", "--nodes", "2", "--env", "CRASH=1", str(sleeper))
+        assert crash.returncode == 1, crash.stderr
+        assert "node2 exited with 1; the other hosts were stopped" in crash.stderr
+        _assert_no_job_process(launch_sandbox, _job_id(crash.stderr))
+    finally:
+        docker_exec(node1, "sh", "-c", f"rm -f {conf} && systemctl reload ssh && sleep 1")
+
+
 def _launch_until_both_ranks_are_up(sandbox: Sandbox, sleeper: Path) -> subprocess.Popen[str]:
     """An attached 2-node launch of the sleeper, returned once each node's rank has printed that it is up."""
     proc = subprocess.Popen(
