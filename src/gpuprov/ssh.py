@@ -445,14 +445,14 @@ SESSION_RETRY_PAUSES_S = (0.05, 0.1, 0.2, 0.4, 0.8)
 def _open_session(client: Client, open_timeout: float) -> Any:
     import paramiko
 
-    for pause in (*SESSION_RETRY_PAUSES_S, None):
+    for pause in SESSION_RETRY_PAUSES_S:
         try:
             return _transport(client).open_session(timeout=open_timeout)
         except paramiko.ChannelException as exc:
-            if pause is None or exc.code != paramiko.common.OPEN_FAILED_CONNECT_FAILED:
+            if exc.code != paramiko.common.OPEN_FAILED_CONNECT_FAILED:
                 raise
-            time.sleep(pause)
-    raise AssertionError("unreachable")
+        time.sleep(pause)
+    return _transport(client).open_session(timeout=open_timeout)
 
 
 # ----- files --------------------------------------------------------------------------------------------

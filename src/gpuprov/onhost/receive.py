@@ -164,9 +164,8 @@ def _private_dirs(home: str, *rels: str) -> None:
     for rel in rels:
         os.makedirs(os.path.join(home, rel), exist_ok=True)
         parts = rel.split("/")
-        for depth in range(2, len(parts) + 1):  # .gpuprov is parts[0]; home itself is left alone
+        for depth in range(1, len(parts) + 1):  # from .gpuprov (parts[0]) down; home itself is left alone
             os.chmod(os.path.join(home, *parts[:depth]), 0o700)
-        os.chmod(os.path.join(home, parts[0]), 0o700)
 
 
 def _read_exactly(stream: object, size: int) -> bytes:
